@@ -1,0 +1,28 @@
+# Build options and the compile settings every kairox target shares.
+option(KX_BUILD_TESTS "Build the test suite" ON)
+option(KX_WERROR "Treat warnings as errors in kairox's own targets" ON)
+option(KX_FUZZ "Build libFuzzer targets (needs clang)" OFF)
+set(KX_CUDA "AUTO" CACHE STRING "Build the CUDA backend module: AUTO (when nvcc is found), ON, OFF")
+set_property(CACHE KX_CUDA PROPERTY STRINGS AUTO ON OFF)
+set(KX_SANITIZE "" CACHE STRING "Sanitizers for the library and tests: '', address;undefined, thread")
+
+if(KX_SANITIZE)
+  string(REPLACE ";" "," kx_san "${KX_SANITIZE}")
+  add_compile_options(-fsanitize=${kx_san} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=${kx_san})
+  # GCC 12 + -fsanitize emits false -Wmaybe-uninitialized inside catch2's <regex> use.
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    add_compile_options(-Wno-maybe-uninitialized)
+  endif()
+endif()
+
+# kx_target_defaults(target): warnings, include roots. Never -march=native:
+# ISA-specific kernels get their flags per source file (kernels/cpu).
+function(kx_target_defaults target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX,C>:-Wall -Wextra -Wno-unused-parameter>
+    # GCC 12 reports -Wrestrict/-Wstringop-overflow false positives inside
+    # libstdc++'s std::string at -O3 (GCC bug 105329); they are not ours.
+    $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-restrict -Wno-stringop-overflow>
+    $<$<AND:$<COMPILE_LANGUAGE:CXX,C>,$<BOOL:${KX_WERROR}>>:-Werror>)
+endfunction()
