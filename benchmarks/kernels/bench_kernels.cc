@@ -1,0 +1,216 @@
+// Kernel microbenchmark: single-threaded matvec throughput (weight GB/s) per
+// weight type and ISA, beside the measured read bandwidth of the same working
+// set (the ceiling for a kernel that streams its weights once), plus matmul's
+// per-column time against matvec's (the prompt-processing win).
+//
+//   bench_kernels [--repeats N] [--quick] [--only TYPE] [--json FILE]
+//
+// A working set larger than one matrix is made of copies of it, walked in
+// turn like a model's layers, so the big sets come from DRAM.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/cpu_features.h"
+#include "base/timer.h"
+#include "kernels/cpu/bandwidth.h"
+#include "kernels/cpu/kernels.h"
+
+namespace kx {
+namespace {
+
+struct Shape {
+  const char* name;
+  int64_t rows;
+  int64_t n;
+};
+
+struct Result {
+  std::string type, isa, shape;
+  uint64_t ws_bytes;
+  double gbps, ceiling_gbps;
+};
+
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr int kSamplesPerRepeat = 5;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::vector<uint8_t> RandomBytes(uint64_t bytes, GgmlType type, std::mt19937_64& rng) {
+  std::vector<uint8_t> w(bytes);
+  for (auto& b : w) b = static_cast<uint8_t>(rng());
+  // Keep float types finite and quant scales sane (speed does not depend on
+  // values, but NaN/denormal inputs could slow some paths).
+  const int block = GetTypeInfo(type).block_size, bb = GetTypeInfo(type).block_bytes;
+  for (uint64_t off = 0; off + bb <= bytes; off += bb) {
+    if (type == GgmlType::kF32) {
+      const float v = static_cast<float>(rng() % 1000) * 1e-3f;
+      std::memcpy(&w[off], &v, 4);
+    } else if (type == GgmlType::kF16 || type == GgmlType::kQ4_1 || type == GgmlType::kQ8_0) {
+      const uint16_t h = cpu::FloatToHalf(1e-3f * static_cast<float>(1 + rng() % 9));
+      std::memcpy(&w[off], &h, 2);
+      if (type == GgmlType::kQ4_1) std::memcpy(&w[off + 2], &h, 2);
+    } else if (type == GgmlType::kBF16) {
+      const uint16_t h = cpu::FloatToBf16(1e-3f * static_cast<float>(1 + rng() % 9));
+      std::memcpy(&w[off], &h, 2);
+    }
+  }
+  (void)block;
+  return w;
+}
+
+// Median weight GB/s of matvec over `copies` consecutive copies of a matrix.
+double MatvecGbps(const cpu::TypeKernels& k, const Shape& s, uint64_t ws_bytes, int repeats,
+                  std::mt19937_64& rng) {
+  const uint64_t mat_bytes = static_cast<uint64_t>(s.rows) * (s.n / GetTypeInfo(k.type).block_size) *
+                             GetTypeInfo(k.type).block_bytes;
+  const uint64_t copies = std::max<uint64_t>(1, ws_bytes / mat_bytes);
+  const std::vector<uint8_t> w = RandomBytes(copies * mat_bytes, k.type, rng);
+  std::vector<float> x(s.n), y(s.rows);
+  for (auto& v : x) v = static_cast<float>(static_cast<int>(rng() % 200) - 100) * 0.01f;
+  std::vector<uint8_t> act(k.act_bytes(s.n));
+  k.quantize_act(x.data(), s.n, act.data());
+  const size_t row_bytes = mat_bytes / s.rows;
+  auto pass = [&] {
+    for (uint64_t c = 0; c < copies; ++c) {
+      k.matvec(w.data() + c * mat_bytes, row_bytes, s.n, s.rows, act.data(), y.data());
+    }
+  };
+  pass();  // warm-up
+  // Short samples (~2 ms, at least one pass), many of them: on a shared
+  // machine a long sample almost always includes time the thread was
+  // descheduled, while the median of short ones reflects the kernel.
+  Stopwatch probe;
+  pass();
+  const int passes = std::max(1, static_cast<int>(0.002 / std::max(1e-9, probe.ElapsedSeconds())));
+  std::vector<double> gbps;
+  for (int r = 0; r < repeats * kSamplesPerRepeat; ++r) {
+    Stopwatch sw;
+    for (int p = 0; p < passes; ++p) pass();
+    gbps.push_back(static_cast<double>(copies * mat_bytes) * passes / sw.ElapsedSeconds() * 1e-9);
+  }
+  return Median(gbps);
+}
+
+// Seconds per column: matmul over ncols columns vs matvec per column.
+void MatmulVsMatvec(const cpu::TypeKernels& k, const Shape& s, int64_t ncols, int repeats,
+                    std::mt19937_64& rng, const char* isa) {
+  const uint64_t row_bytes = (s.n / GetTypeInfo(k.type).block_size) * GetTypeInfo(k.type).block_bytes;
+  const std::vector<uint8_t> w = RandomBytes(row_bytes * s.rows, k.type, rng);
+  const size_t stride = k.act_bytes(s.n);
+  std::vector<uint8_t> acts(stride * ncols);
+  std::vector<float> x(s.n), y(s.rows * ncols);
+  for (int64_t c = 0; c < ncols; ++c) {
+    for (auto& v : x) v = static_cast<float>(static_cast<int>(rng() % 200) - 100) * 0.01f;
+    k.quantize_act(x.data(), s.n, acts.data() + c * stride);
+  }
+  std::vector<double> mm, mv;
+  for (int r = 0; r < repeats; ++r) {
+    Stopwatch sw;
+    k.matmul(w.data(), row_bytes, s.n, s.rows, acts.data(), stride, ncols, y.data(), s.rows);
+    mm.push_back(sw.ElapsedSeconds() / ncols);
+    sw.Reset();
+    for (int64_t c = 0; c < ncols; ++c) {
+      k.matvec(w.data(), row_bytes, s.n, s.rows, acts.data() + c * stride, y.data() + c * s.rows);
+    }
+    mv.push_back(sw.ElapsedSeconds() / ncols);
+  }
+  std::printf("| %-5s | %-10s | %-10s | %5lld | %10.2f | %10.2f | %6.2fx |\n", TypeName(k.type), isa,
+              s.name, static_cast<long long>(ncols), Median(mm) * 1e6, Median(mv) * 1e6,
+              Median(mv) / Median(mm));
+}
+
+int Main(int argc, char** argv) {
+  int repeats = 7;
+  bool quick = false;
+  const char* json_path = nullptr;
+  const char* only = nullptr;  // one type name, e.g. Q4_1
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: %s [--repeats N] [--quick] [--only TYPE] [--json FILE]\n", argv[0]);
+      return 2;
+    }
+  }
+  std::mt19937_64 rng(1234);
+  const Shape kUpGate{"1536x576", 1536, 576};  // rows × n: ffn_up/gate, n_in = 576
+  const Shape kDown{"576x1536", 576, 1536};    // ffn_down
+  const Shape kHead{"49152x576", 49152, 576};  // tied LM head (Q8_0)
+  const GgmlType kTypes[] = {GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kF16, GgmlType::kBF16,
+                             GgmlType::kF32};
+  std::vector<Result> results;
+  std::printf("CPU: %s; best ISA %s; single thread; medians of %d\n\n",
+              GetCpuFeatures().brand.c_str(), IsaName(GetCpuFeatures().BestIsa()), repeats);
+  std::printf("| type  | isa        | shape      | working set | matvec GB/s | read GB/s | ratio |\n");
+  std::printf("|-------|------------|------------|-------------|-------------|-----------|-------|\n");
+  auto row = [&](const cpu::TypeKernels& k, Isa isa, const Shape& s, uint64_t ws) {
+    const uint64_t mat = static_cast<uint64_t>(s.rows) * (s.n / GetTypeInfo(k.type).block_size) *
+                         GetTypeInfo(k.type).block_bytes;
+    const uint64_t used = std::max<uint64_t>(1, ws / mat) * mat;
+    const double g = MatvecGbps(k, s, ws, repeats, rng);
+    const double ceil = cpu::MeasureReadBandwidthGBps(used, 1, repeats);
+    std::printf("| %-5s | %-10s | %-10s | %8.2f MB | %11.2f | %9.2f | %5.2f |\n", TypeName(k.type),
+                IsaName(isa), s.name, static_cast<double>(used) / 1e6, g, ceil, g / ceil);
+    std::fflush(stdout);
+    results.push_back({TypeName(k.type), IsaName(isa), s.name, used, g, ceil});
+  };
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni}) {
+    const cpu::KernelTable* t = cpu::KernelsFor(isa);
+    if (t == nullptr) continue;
+    for (GgmlType ty : kTypes) {
+      if (only && std::strcmp(only, TypeName(ty)) != 0) continue;
+      const cpu::TypeKernels& k = *t->For(ty);
+      for (const Shape& s : {kUpGate, kDown}) row(k, isa, s, 0);
+      if (ty == GgmlType::kQ8_0) row(k, isa, kHead, 0);
+      if ((ty == GgmlType::kQ4_1 || ty == GgmlType::kQ8_0) && !(quick && isa == Isa::kScalar)) {
+        row(k, isa, kDown, 1 * kMiB);
+        if (!quick) row(k, isa, kDown, 256 * kMiB);
+      }
+    }
+  }
+  std::printf("\nmatmul vs matvec, microseconds per column (1536x576 weights):\n\n");
+  std::printf("| type  | isa        | shape      | ncols | matmul us | matvec us | speedup |\n");
+  std::printf("|-------|------------|------------|-------|-----------|-----------|---------|\n");
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni}) {
+    const cpu::KernelTable* t = cpu::KernelsFor(isa);
+    if (t == nullptr) continue;
+    for (GgmlType ty : kTypes) {
+      if (only && std::strcmp(only, TypeName(ty)) != 0) continue;
+      MatmulVsMatvec(*t->For(ty), kUpGate, 64, repeats, rng, IsaName(isa));
+    }
+  }
+  if (json_path) {
+    FILE* f = std::fopen(json_path, "w");
+    if (!f) {
+      std::fprintf(stderr, "cannot write %s\n", json_path);
+      return 1;
+    }
+    std::fprintf(f, "[\n");
+    for (size_t i = 0; i < results.size(); ++i) {
+      const Result& r = results[i];
+      std::fprintf(f,
+                   "  {\"type\": \"%s\", \"isa\": \"%s\", \"shape\": \"%s\", \"working_set_bytes\": "
+                   "%llu, \"matvec_gbps\": %.3f, \"read_gbps\": %.3f}%s\n",
+                   r.type.c_str(), r.isa.c_str(), r.shape.c_str(),
+                   static_cast<unsigned long long>(r.ws_bytes), r.gbps, r.ceiling_gbps,
+                   i + 1 < results.size() ? "," : "");
+    }
+    std::fprintf(f, "]\n");
+    std::fclose(f);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace kx
+
+int main(int argc, char** argv) { return kx::Main(argc, argv); }

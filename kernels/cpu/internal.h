@@ -1,0 +1,103 @@
+// Shared by the kernel sources only (not a public header): ggml block
+// layouts, scalar helpers every ISA's tails use, and the per-ISA kernel
+// objects that dispatch.cc assembles into KernelTables.
+//
+// Adding a weight type: write ref/<type>.cc (the oracle), declare its
+// TypeKernels below, list it in dispatch.cc, then add SIMD versions per ISA
+// directory and swap them in; tests/kernels picks up every table entry.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/kernels.h"
+
+namespace kx::cpu {
+
+inline constexpr int kQK = 32;  // elements per legacy ggml quant block
+
+// ggml's block_q4_1: x = d·q + m, q in 0..15; qs[j] holds element j in its
+// low nibble and element j+16 in its high nibble.
+struct BlockQ4_1 {
+  uint16_t d;  // IEEE half
+  uint16_t m;  // IEEE half
+  uint8_t qs[kQK / 2];
+};
+static_assert(sizeof(BlockQ4_1) == 20);
+
+// ggml's block_q8_0: x = d·q, q in -128..127 (ggml's quantizer emits only
+// -127..127, but a file may hold -128; every kernel handles it).
+struct BlockQ8_0 {
+  uint16_t d;  // IEEE half
+  int8_t qs[kQK];
+};
+static_assert(sizeof(BlockQ8_0) == 34);
+
+// Largest |q| the activation quantizer emits. Never -128, so SIMD code may
+// negate activation bytes (the sign trick) without overflow.
+inline constexpr int kQ8AMax = 127;
+
+// Unaligned little-endian loads (blocks sit at any byte offset in a GGUF).
+inline uint16_t LoadU16(const void* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline float LoadF32(const void* p) {
+  float v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Round half to even for |x| < 2^22 without libm: adding 1.5·2^23 forces
+// the FPU's default rounding at the integer position. Matches the SIMD
+// cvtps2dq (round-to-nearest-even) bit for bit.
+inline float RoundHalfEven(float x) {
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+  return (x + kMagic) - kMagic;  // not reassociated: no -ffast-math anywhere
+}
+
+// BlockQ8A activation preparation (shared by every ISA so that all tables
+// produce byte-identical activations; it is O(n), the matvec is O(rows·n)).
+size_t Q8AActBytes(int64_t n);
+void QuantizeQ8A(const float* x, int64_t n, void* dst);
+// F32 "activations" for the float weight types: a plain copy.
+size_t F32ActBytes(int64_t n);
+void CopyF32Act(const float* x, int64_t n, void* dst);
+
+// Per-ISA kernel objects (constant-initialized; defined in <isa>/<type>.cc).
+namespace ref {
+extern const TypeKernels kQ4_1;
+extern const TypeKernels kQ8_0;
+extern const TypeKernels kF16;
+extern const TypeKernels kBF16;
+extern const TypeKernels kF32;
+extern const VecKernels kVec;
+void DequantizeQ4_1(const void* src, float* dst, int64_t n);
+void DequantizeQ8_0(const void* src, float* dst, int64_t n);
+void DequantizeF32(const void* src, float* dst, int64_t n);
+void DequantizeF16(const void* src, float* dst, int64_t n);
+void DequantizeBF16(const void* src, float* dst, int64_t n);
+}  // namespace ref
+
+namespace avx2 {
+extern const TypeKernels kQ4_1;
+extern const TypeKernels kQ8_0;
+extern const TypeKernels kF16;
+extern const TypeKernels kBF16;
+extern const TypeKernels kF32;
+extern const VecKernels kVec;
+}  // namespace avx2
+
+namespace avx512 {
+extern const TypeKernels kQ4_1;
+extern const TypeKernels kQ8_0;
+extern const TypeKernels kQ4_1Vnni;
+extern const TypeKernels kQ8_0Vnni;
+extern const TypeKernels kF16;
+extern const TypeKernels kBF16;
+extern const TypeKernels kF32;
+extern const VecKernels kVec;
+}  // namespace avx512
+
+}  // namespace kx::cpu

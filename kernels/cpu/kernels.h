@@ -1,0 +1,94 @@
+// CPU compute kernels: the only code that touches quantized blocks.
+//
+// Every weight type has a scalar reference (kernels/cpu/ref/, the test
+// oracle and last fallback) and SIMD variants (kernels/cpu/avx2/,
+// kernels/cpu/avx512/) compiled with their own flags; one table per ISA is
+// chosen at start-up from kx::SelectedIsa() (cpuid, capped by KAIROX_ISA).
+//
+// Usage (y = W·x for a weight matrix W of `rows` rows of `n` elements):
+//   const kx::cpu::KernelTable& k = kx::cpu::Kernels();
+//   const kx::cpu::TypeKernels* tk = k.For(kx::GgmlType::kQ4_1);   // null: unsupported
+//   std::vector<uint8_t> act(tk->act_bytes(n));
+//   tk->quantize_act(x, n, act.data());          // once per op, shared by all rows
+//   tk->matvec(W, row_bytes, n, rows, act.data(), y);
+// Callers split `rows` across threads by offsetting W and y; each row's
+// result does not depend on the split, so output is identical for any
+// thread count. Kernels never allocate: callers provide all memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/cpu_features.h"
+#include "tensor/dtype.h"
+
+namespace kx::cpu {
+
+// Activation block for the quantized dot products: 32 int8 values q with
+// x ≈ d·q, and s = d·Σq (the block sum, which Q4_1/Q5_1's min term needs).
+struct BlockQ8A {
+  float d;
+  float s;
+  int8_t qs[32];
+};
+static_assert(sizeof(BlockQ8A) == 40);
+
+inline constexpr int kQ8ABlock = 32;
+
+// Kernels for one weight type on one ISA. All sizes n are multiples of the
+// type's block size. Pointers need no particular alignment.
+struct TypeKernels {
+  GgmlType type;
+  // Bytes of prepared activations for a vector of n elements.
+  size_t (*act_bytes)(int64_t n);
+  // Prepares (quantizes, or copies) activations x[n] into dst (act_bytes(n)).
+  void (*quantize_act)(const float* x, int64_t n, void* dst);
+  // y[r] = Σ_i W[r][i]·x[i] for r < rows; row r starts at w + r·row_bytes.
+  void (*matvec)(const void* w, size_t row_bytes, int64_t n, int64_t rows, const void* act,
+                 float* y);
+  // Batched: y[c·ldy + r] = W[r]·x_c for c < ncols, x_c prepared at act + c·act_stride.
+  // Reads each weight row once for all columns (prompt processing).
+  void (*matmul)(const void* w, size_t row_bytes, int64_t n, int64_t rows, const void* act,
+                 size_t act_stride, int64_t ncols, float* y, int64_t ldy);
+  // dst[i] = W[i] for n elements of one row (whole blocks).
+  void (*dequantize)(const void* src, float* dst, int64_t n);
+};
+
+// Vector kernels used by attention and the element-wise ops.
+struct VecKernels {
+  // Σ a[i]·b[i], a in F16 (IEEE half bits), b in F32.
+  float (*dot_f16_f32)(const uint16_t* a, const float* b, int64_t n);
+  // y[i] += alpha·x[i], x in F16.
+  void (*axpy_f16)(float alpha, const uint16_t* x, float* y, int64_t n);
+  // dst[i] = half(src[i]), round to nearest even.
+  void (*f32_to_f16)(const float* src, uint16_t* dst, int64_t n);
+  // Σ a[i]·b[i] in F32.
+  float (*dot_f32)(const float* a, const float* b, int64_t n);
+};
+
+struct KernelTable {
+  Isa isa;
+  VecKernels vec;
+  // Kernels for `type`, or null if this table cannot compute with it.
+  const TypeKernels* For(GgmlType type) const;
+
+  const TypeKernels* types[40];  // indexed by ggml type id; null = unsupported
+};
+
+// The table for SelectedIsa(); built once.
+const KernelTable& Kernels();
+
+// The table for a specific ISA, or null if it was not compiled in or the CPU
+// cannot run it. Tests use this to compare every variant with the scalar one.
+const KernelTable* KernelsFor(Isa isa);
+
+// Weight types kairox computes with (on every ISA: the scalar table covers all).
+bool IsSupportedWeightType(GgmlType type);
+
+// IEEE half <-> float conversion (scalar, exact; for tests and setup code).
+float HalfToFloat(uint16_t h);
+uint16_t FloatToHalf(float f);
+float Bf16ToFloat(uint16_t h);
+uint16_t FloatToBf16(float f);  // round to nearest even
+
+}  // namespace kx::cpu

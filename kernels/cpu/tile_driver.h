@@ -1,0 +1,74 @@
+// Walks a rows × columns product in register tiles. An ISA's kernel provides
+//   template <int R, int C> static void Tile(const TileArgs&, int64_t r0, int64_t c0)
+// computing y[(c0+c)·ldy + r0+r] for r < R, c < C; the driver covers the edges
+// with smaller tiles, so every row is computed by the same per-row code
+// whatever the tiling (thread splits do not change results).
+//
+// Order: row tiles outermost, so each weight row comes from DRAM once and is
+// reused from L1 for every column tile (matmul), while the activations stay
+// in L2.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+namespace kx::cpu {
+
+struct TileArgs {
+  const uint8_t* w;
+  size_t row_bytes;
+  int64_t n;
+  const uint8_t* act;
+  size_t act_stride;
+  float* y;
+  int64_t ldy;
+};
+
+template <class K, int kR, int kC>
+class TileDriver {
+ public:
+  static void Run(const TileArgs& a, int64_t rows, int64_t ncols) {
+    for (int64_t r0 = 0; r0 < rows; r0 += kR) {
+      const int rr = static_cast<int>(rows - r0 < kR ? rows - r0 : kR);
+      for (int64_t c0 = 0; c0 < ncols; c0 += kC) {
+        const int cc = static_cast<int>(ncols - c0 < kC ? ncols - c0 : kC);
+        kTable[rr - 1][cc - 1](a, r0, c0);
+      }
+    }
+  }
+
+ private:
+  using Fn = void (*)(const TileArgs&, int64_t, int64_t);
+  template <size_t... Rs, size_t... Cs>
+  static constexpr auto MakeTable(std::index_sequence<Rs...>, std::index_sequence<Cs...> cs) {
+    return std::array<std::array<Fn, kC>, kR>{MakeRow<Rs>(cs)...};
+  }
+  template <size_t R, size_t... Cs>
+  static constexpr std::array<Fn, kC> MakeRow(std::index_sequence<Cs...>) {
+    return {&K::template Tile<static_cast<int>(R) + 1, static_cast<int>(Cs) + 1>...};
+  }
+  static constexpr std::array<std::array<Fn, kC>, kR> kTable =
+      MakeTable(std::make_index_sequence<kR>{}, std::make_index_sequence<kC>{});
+};
+
+// The TypeKernels entry points over a TileDriver: matvec is the one-column
+// case of matmul.
+template <class K, int kMatvecRows, int kMatmulRows, int kMatmulCols>
+struct TiledEntryPoints {
+  static void Matvec(const void* w, size_t row_bytes, int64_t n, int64_t rows, const void* act,
+                     float* y) {
+    const TileArgs a{static_cast<const uint8_t*>(w), row_bytes, n,
+                     static_cast<const uint8_t*>(act), 0, y, 0};
+    TileDriver<K, kMatvecRows, 1>::Run(a, rows, 1);
+  }
+  static void Matmul(const void* w, size_t row_bytes, int64_t n, int64_t rows, const void* act,
+                     size_t act_stride, int64_t ncols, float* y, int64_t ldy) {
+    const TileArgs a{static_cast<const uint8_t*>(w), row_bytes, n,
+                     static_cast<const uint8_t*>(act), act_stride, y, ldy};
+    TileDriver<K, kMatmulRows, kMatmulCols>::Run(a, rows, ncols);
+  }
+};
+
+}  // namespace kx::cpu

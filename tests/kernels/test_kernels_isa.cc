@@ -1,0 +1,237 @@
+// Every SIMD table the CPU can run, function by function, against the scalar
+// reference on seeded random data.
+#include <catch2/catch.hpp>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "base/cpu_features.h"
+#include "kernel_test_util.h"
+#include "test_util.h"
+
+namespace kx::test {
+namespace {
+
+using cpu::KernelTable;
+using cpu::TypeKernels;
+
+constexpr GgmlType kTypes[] = {GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kF16, GgmlType::kBF16,
+                               GgmlType::kF32};
+constexpr Isa kSimdIsas[] = {Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni};
+constexpr float kPoison = -7.77e33f;  // written nowhere by a correct kernel
+constexpr int kGuard = 16;            // sentinel floats after every output
+
+std::vector<int64_t> SizesFor(GgmlType type) {
+  if (IsQuantized(type)) return {32, 64, 96, 576, 1536};  // 1, 2, odd and the model's blocks
+  return {1, 7, 16, 33, 576};
+}
+
+// Output buffer: `used` floats poisoned, then kGuard sentinels.
+std::vector<float> Poisoned(size_t used) { return std::vector<float>(used + kGuard, kPoison); }
+
+void CheckGuard(const std::vector<float>& y, size_t used) {
+  for (size_t i = used; i < y.size(); ++i) REQUIRE(y[i] == kPoison);
+}
+
+TEST_CASE("kernel tables report their ISA and cover the supported types", "[kernels][isa]") {
+  const KernelTable* scalar = cpu::KernelsFor(Isa::kScalar);
+  REQUIRE(scalar != nullptr);
+  CHECK(scalar->isa == Isa::kScalar);
+  for (GgmlType t : kTypes) CHECK(cpu::IsSupportedWeightType(t));
+  CHECK_FALSE(cpu::IsSupportedWeightType(GgmlType::kQ6_K));
+  CHECK(scalar->For(static_cast<GgmlType>(1000)) == nullptr);
+  for (Isa isa : kSimdIsas) {
+    const KernelTable* t = cpu::KernelsFor(isa);
+    const bool runnable = static_cast<int>(isa) <= static_cast<int>(GetCpuFeatures().BestIsa());
+    CHECK((t != nullptr) == runnable);
+    if (t == nullptr) continue;
+    CHECK(t->isa == isa);
+    for (GgmlType ty : kTypes) {
+      const TypeKernels* k = t->For(ty);
+      REQUIRE(k != nullptr);
+      CHECK(k->type == ty);
+    }
+  }
+  CHECK(cpu::Kernels().isa == SelectedIsa());
+}
+
+TEST_CASE("quantize_act and dequantize are identical on every ISA", "[kernels][isa]") {
+  auto rng = SeededRng(101);
+  const KernelTable* ref = cpu::KernelsFor(Isa::kScalar);
+  for (Isa isa : kSimdIsas) {
+    const KernelTable* t = cpu::KernelsFor(isa);
+    if (t == nullptr) continue;
+    for (GgmlType ty : kTypes) {
+      for (int64_t n : SizesFor(ty)) {
+        INFO(IsaName(isa) << " " << TypeName(ty) << " n=" << n);
+        const TypeKernels* k = t->For(ty);
+        const TypeKernels* r = ref->For(ty);
+        REQUIRE(k->act_bytes(n) == r->act_bytes(n));
+        const std::vector<float> x = RandomActs(n, rng);
+        std::vector<uint8_t> a(k->act_bytes(n) + kGuard, 0xA5), b(a);
+        k->quantize_act(x.data(), n, a.data());
+        r->quantize_act(x.data(), n, b.data());
+        REQUIRE(a == b);  // byte-identical, sentinels included
+        for (int g = 0; g < kGuard; ++g) REQUIRE(a[k->act_bytes(n) + g] == 0xA5);
+        // Dequantization is exact in every implementation.
+        const std::vector<uint8_t> w = RandomRows(ty, n, 1, rng);
+        std::vector<float> d0 = Poisoned(n), d1 = Poisoned(n);
+        k->dequantize(w.data(), d0.data(), n);
+        r->dequantize(w.data(), d1.data(), n);
+        REQUIRE(std::memcmp(d0.data(), d1.data(), d0.size() * sizeof(float)) == 0);
+        CheckGuard(d0, n);
+      }
+    }
+  }
+}
+
+// matvec and matmul vs the scalar matvec. Tolerance: DotErrorBound (both sides
+// round within it, so the difference is bounded by twice it). matmul's column
+// c must equal the same ISA's matvec on column c bit for bit: every row is
+// computed by the same per-row code whatever the tiling.
+TEST_CASE("matvec and matmul match the scalar reference", "[kernels][isa]") {
+  auto rng = SeededRng(202);
+  const KernelTable* ref = cpu::KernelsFor(Isa::kScalar);
+  const int64_t kRowCounts[] = {1, 3, 4, 5, 7, 13};
+  const int64_t kColCounts[] = {1, 2, 5, 9};
+  std::vector<const KernelTable*> tables = {ref};
+  for (Isa isa : kSimdIsas) {
+    if (const KernelTable* t = cpu::KernelsFor(isa)) tables.push_back(t);
+  }
+  for (const KernelTable* t : tables) {
+    for (GgmlType ty : kTypes) {
+      const TypeKernels* k = t->For(ty);
+      const TypeKernels* r = ref->For(ty);
+      for (int64_t n : SizesFor(ty)) {
+        for (int64_t rows : kRowCounts) {
+          INFO(IsaName(t->isa) << " " << TypeName(ty) << " n=" << n << " rows=" << rows);
+          const size_t rb = RowBytes(ty, n);
+          const std::vector<uint8_t> w = RandomRows(ty, n, rows, rng);
+          const std::vector<float> x = RandomActs(n, rng);
+          std::vector<uint8_t> act(k->act_bytes(n));
+          k->quantize_act(x.data(), n, act.data());
+
+          std::vector<float> y = Poisoned(rows), y_ref = Poisoned(rows);
+          k->matvec(w.data(), rb, n, rows, act.data(), y.data());
+          r->matvec(w.data(), rb, n, rows, act.data(), y_ref.data());
+          CheckGuard(y, rows);
+          for (int64_t i = 0; i < rows; ++i) {
+            const double bound = 2 * DotErrorBound(ty, w.data() + i * rb, n, act.data());
+            REQUIRE(std::isfinite(y[i]));
+            REQUIRE(std::fabs(static_cast<double>(y[i]) - y_ref[i]) <= bound);
+          }
+
+          const int64_t ncols = kColCounts[rng() % std::size(kColCounts)];
+          const size_t stride = k->act_bytes(n) + 8 * (rng() % 3);  // padded strides too
+          const int64_t ldy = rows + static_cast<int64_t>(rng() % 3);
+          std::vector<uint8_t> acts(stride * ncols);
+          std::vector<std::vector<float>> xs;
+          for (int64_t c = 0; c < ncols; ++c) {
+            xs.push_back(RandomActs(n, rng));
+            k->quantize_act(xs.back().data(), n, acts.data() + c * stride);
+          }
+          std::vector<float> ym = Poisoned(ldy * ncols);
+          k->matmul(w.data(), rb, n, rows, acts.data(), stride, ncols, ym.data(), ldy);
+          CheckGuard(ym, ldy * ncols);
+          for (int64_t c = 0; c < ncols; ++c) {
+            std::vector<float> yc = Poisoned(rows);
+            k->matvec(w.data(), rb, n, rows, acts.data() + c * stride, yc.data());
+            for (int64_t i = 0; i < rows; ++i) REQUIRE(ym[c * ldy + i] == yc[i]);
+            for (int64_t i = rows; i < ldy; ++i) REQUIRE(ym[c * ldy + i] == kPoison);  // gaps
+          }
+        }
+      }
+    }
+  }
+}
+
+// A row's result must not depend on how rows are split (threads offset w, y).
+TEST_CASE("matvec rows are independent of the split", "[kernels][isa]") {
+  auto rng = SeededRng(303);
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni}) {
+    const KernelTable* t = cpu::KernelsFor(isa);
+    if (t == nullptr) continue;
+    for (GgmlType ty : kTypes) {
+      INFO(IsaName(isa) << " " << TypeName(ty));
+      const int64_t n = 576, rows = 11;
+      const size_t rb = RowBytes(ty, n);
+      const TypeKernels* k = t->For(ty);
+      const std::vector<uint8_t> w = RandomRows(ty, n, rows, rng);
+      const std::vector<float> x = RandomActs(n, rng);
+      std::vector<uint8_t> act(k->act_bytes(n));
+      k->quantize_act(x.data(), n, act.data());
+      std::vector<float> whole(rows), split(rows);
+      k->matvec(w.data(), rb, n, rows, act.data(), whole.data());
+      for (int64_t r0 = 0; r0 < rows;) {
+        const int64_t cnt = std::min<int64_t>(rows - r0, 1 + static_cast<int64_t>(rng() % 6));
+        k->matvec(w.data() + r0 * rb, rb, n, cnt, act.data(), split.data() + r0);
+        r0 += cnt;
+      }
+      REQUIRE(whole == split);
+    }
+  }
+}
+
+// Vector kernels. dot: the DotErrorBound argument with k = n + 16. axpy: the
+// scalar rounds α·x then the sum (2 roundings), SIMD fuses them (1), so they
+// differ by ≤ 2u·(|y| + |α·x|) per element. f32_to_f16 is exact on all ISAs.
+TEST_CASE("vector kernels match the scalar reference", "[kernels][isa]") {
+  auto rng = SeededRng(404);
+  const cpu::VecKernels& r = cpu::KernelsFor(Isa::kScalar)->vec;
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (Isa isa : kSimdIsas) {
+    const KernelTable* t = cpu::KernelsFor(isa);
+    if (t == nullptr) continue;
+    const cpu::VecKernels& v = t->vec;
+    for (int64_t n : {1, 5, 8, 15, 16, 17, 31, 33, 64, 100, 1000}) {
+      INFO(IsaName(isa) << " n=" << n);
+      std::vector<float> a(n), b(n), y0(n);
+      std::vector<uint16_t> h(n);
+      for (int64_t i = 0; i < n; ++i) {
+        a[i] = normal(rng);
+        b[i] = normal(rng);
+        y0[i] = normal(rng);
+        h[i] = cpu::FloatToHalf(normal(rng));
+      }
+      double abs16 = 0, abs32 = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        abs16 += std::fabs(cpu::HalfToFloat(h[i]) * b[i]);
+        abs32 += std::fabs(a[i] * b[i]);
+      }
+      const double k = static_cast<double>(n + 16);
+      CHECK(std::fabs(v.dot_f16_f32(h.data(), b.data(), n) - r.dot_f16_f32(h.data(), b.data(), n)) <=
+            2 * 2 * k * kF32Eps * abs16 + 1e-30);
+      CHECK(std::fabs(v.dot_f32(a.data(), b.data(), n) - r.dot_f32(a.data(), b.data(), n)) <=
+            2 * 2 * k * kF32Eps * abs32 + 1e-30);
+
+      const float alpha = normal(rng);
+      std::vector<float> ya = y0, yr = y0;
+      ya.resize(n + kGuard, kPoison);
+      v.axpy_f16(alpha, h.data(), ya.data(), n);
+      r.axpy_f16(alpha, h.data(), yr.data(), n);
+      CheckGuard(ya, n);
+      for (int64_t i = 0; i < n; ++i) {
+        const double ax = std::fabs(static_cast<double>(alpha) * cpu::HalfToFloat(h[i]));
+        REQUIRE(std::fabs(ya[i] - yr[i]) <= 2 * kF32Eps * (std::fabs(y0[i]) + ax) * 2 + 1e-30);
+      }
+
+      std::vector<float> src(n);
+      for (int64_t i = 0; i < n; ++i) {
+        uint32_t bits = static_cast<uint32_t>(rng());  // any pattern: NaN, inf, subnormal
+        if (i % 2) bits = std::bit_cast<uint32_t>(normal(rng) * 1e4f);
+        std::memcpy(&src[i], &bits, sizeof bits);
+      }
+      std::vector<uint16_t> hv(n + kGuard, 0xBEEF), hr(n);
+      v.f32_to_f16(src.data(), hv.data(), n);
+      r.f32_to_f16(src.data(), hr.data(), n);
+      for (int64_t i = 0; i < n; ++i) REQUIRE(hv[i] == hr[i]);
+      for (int g = 0; g < kGuard; ++g) REQUIRE(hv[n + g] == 0xBEEF);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kx::test

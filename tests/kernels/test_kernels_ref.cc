@@ -1,0 +1,107 @@
+// The scalar reference itself against float64 arithmetic.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "test_util.h"
+
+namespace kx::test {
+namespace {
+
+using cpu::BlockQ8A;
+
+std::vector<BlockQ8A> Blocks(const std::vector<uint8_t>& act) {
+  std::vector<BlockQ8A> b(act.size() / sizeof(BlockQ8A));
+  std::memcpy(b.data(), act.data(), b.size() * sizeof(BlockQ8A));
+  return b;
+}
+
+// BlockQ8A: d = max|x|/127, q = round(x/d) so |x − d·q| ≤ d/2 (plus float
+// rounding of x·(1/d): relative 2u, so 1e-5·d is ample), the largest |q| is
+// 127 (never -128), s = d·Σq exactly as float computes it.
+TEST_CASE("quantize_act produces valid Q8 activation blocks", "[kernels][ref]") {
+  auto rng = SeededRng(505);
+  const cpu::TypeKernels* k = cpu::KernelsFor(Isa::kScalar)->For(GgmlType::kQ4_1);
+  for (int64_t n : {32, 96, 1536}) {
+    std::vector<float> x = RandomActs(n, rng);
+    x[5] = 0.0f;
+    std::fill(x.begin(), x.begin() + std::min<int64_t>(n, 32), 0.0f);  // an all-zero block
+    if (n > 32) x[40] = 1e-30f;
+    REQUIRE(k->act_bytes(n) == static_cast<size_t>(n / 32) * sizeof(BlockQ8A));
+    std::vector<uint8_t> act(k->act_bytes(n));
+    k->quantize_act(x.data(), n, act.data());
+    const std::vector<BlockQ8A> blocks = Blocks(act);
+    for (size_t b = 0; b < blocks.size(); ++b) {
+      const BlockQ8A& blk = blocks[b];
+      float amax = 0;
+      int sum = 0, qmax = 0;
+      for (int j = 0; j < 32; ++j) {
+        const float xv = x[b * 32 + j];
+        amax = std::max(amax, std::fabs(xv));
+        REQUIRE(blk.qs[j] != -128);
+        qmax = std::max(qmax, std::abs(static_cast<int>(blk.qs[j])));
+        sum += blk.qs[j];
+        REQUIRE(std::fabs(xv - static_cast<double>(blk.d) * blk.qs[j]) <= blk.d * (0.5 + 1e-5));
+      }
+      REQUIRE(blk.d == amax / 127.0f);
+      REQUIRE(blk.s == blk.d * static_cast<float>(sum));
+      REQUIRE(qmax == (amax > 0 ? 127 : 0));
+    }
+  }
+}
+
+// Scalar matvec vs float64:
+//  (a) against the dequantized weights × the dequantized activations (what
+//      the kernel multiplies): only float32 rounding, DotErrorBound;
+//  (b) against the original f32 activations: plus the activation quantization
+//      error Σ_i |w_i|·d_x(i)/2 (|x − d·q| ≤ d/2) for the quantized types.
+TEST_CASE("scalar matvec matches a float64 dot product", "[kernels][ref]") {
+  auto rng = SeededRng(606);
+  const cpu::KernelTable* ref = cpu::KernelsFor(Isa::kScalar);
+  for (GgmlType ty : {GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kF16, GgmlType::kBF16,
+                      GgmlType::kF32}) {
+    const cpu::TypeKernels* k = ref->For(ty);
+    for (int64_t n : {32, 96, 576, 1536}) {
+      INFO(TypeName(ty) << " n=" << n);
+      const int64_t rows = 5;
+      const size_t rb = RowBytes(ty, n);
+      const std::vector<uint8_t> w = RandomRows(ty, n, rows, rng);
+      const std::vector<float> x = RandomActs(n, rng);
+      std::vector<uint8_t> act(k->act_bytes(n));
+      k->quantize_act(x.data(), n, act.data());
+      std::vector<float> y(rows);
+      k->matvec(w.data(), rb, n, rows, act.data(), y.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        const uint8_t* row = w.data() + r * rb;
+        double exact_q = 0, exact_x = 0, quant_err = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const double wi = WeightAt(ty, row, i);
+          exact_q += wi * ActAt(ty, act.data(), i);
+          exact_x += wi * x[i];
+          if (IsQuantized(ty)) {
+            BlockQ8A blk;
+            std::memcpy(&blk, act.data() + (i / 32) * sizeof blk, sizeof blk);
+            quant_err += std::fabs(wi) * blk.d * (0.5 + 1e-5);
+          }
+        }
+        const double bound = DotErrorBound(ty, row, n, act.data());
+        REQUIRE(std::fabs(y[r] - exact_q) <= bound);
+        REQUIRE(std::fabs(y[r] - exact_x) <= bound + quant_err);
+        // The quantization error bound is not vacuous: it is small relative
+        // to the magnitude of the dot product's terms.
+        if (IsQuantized(ty)) {
+          double mag = 0;
+          for (int64_t i = 0; i < n; ++i) mag += std::fabs(WeightAt(ty, row, i) * x[i]);
+          CHECK(quant_err < 0.05 * mag);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kx::test
