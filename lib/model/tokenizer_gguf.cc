@@ -1,0 +1,63 @@
+// Tokenizer::FromGguf: reads the tokenizer.ggml.* keys into TokenizerData.
+#include "model/gguf.h"
+#include "model/tokenizer.h"
+
+namespace kx {
+namespace {
+
+// An optional id key: -1 when absent; other errors (wrong type) propagate.
+absl::StatusOr<int32_t> OptionalId(const GgufFile& f, std::string_view key) {
+  if (!f.HasKey(key)) return -1;
+  KX_ASSIGN_OR_RETURN(int64_t v, f.GetInt(key));
+  if (v < -1 || v > INT32_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("gguf: %s = %d is not a token id", std::string(key), v));
+  }
+  return static_cast<int32_t>(v);
+}
+
+absl::StatusOr<bool> OptionalBool(const GgufFile& f, std::string_view key, bool fallback) {
+  if (!f.HasKey(key)) return fallback;
+  return f.GetBool(key);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& f) {
+  TokenizerData d;
+  KX_ASSIGN_OR_RETURN(std::string_view model, f.GetString("tokenizer.ggml.model"));
+  d.model = std::string(model);
+  if (f.HasKey("tokenizer.ggml.pre")) {
+    KX_ASSIGN_OR_RETURN(std::string_view pre, f.GetString("tokenizer.ggml.pre"));
+    d.pre = std::string(pre);
+  }
+  KX_ASSIGN_OR_RETURN(GgufArray tokens, f.GetArray("tokenizer.ggml.tokens"));
+  KX_ASSIGN_OR_RETURN(std::vector<std::string_view> token_views, tokens.ToStrings());
+  d.tokens.assign(token_views.begin(), token_views.end());
+  if (f.HasKey("tokenizer.ggml.token_type")) {
+    KX_ASSIGN_OR_RETURN(GgufArray types, f.GetArray("tokenizer.ggml.token_type"));
+    KX_ASSIGN_OR_RETURN(std::vector<int64_t> values, types.ToInts());
+    d.token_types.reserve(values.size());
+    for (int64_t v : values) {
+      const bool known = v >= static_cast<int64_t>(TokenType::kUndefined) &&
+                         v <= static_cast<int64_t>(TokenType::kByte);
+      d.token_types.push_back(known ? static_cast<TokenType>(v) : TokenType::kNormal);
+    }
+  }
+  if (f.HasKey("tokenizer.ggml.merges")) {
+    KX_ASSIGN_OR_RETURN(GgufArray merges, f.GetArray("tokenizer.ggml.merges"));
+    KX_ASSIGN_OR_RETURN(std::vector<std::string_view> merge_views, merges.ToStrings());
+    d.merges.assign(merge_views.begin(), merge_views.end());
+  }
+  KX_ASSIGN_OR_RETURN(d.bos_id, OptionalId(f, "tokenizer.ggml.bos_token_id"));
+  KX_ASSIGN_OR_RETURN(d.eos_id, OptionalId(f, "tokenizer.ggml.eos_token_id"));
+  KX_ASSIGN_OR_RETURN(d.eot_id, OptionalId(f, "tokenizer.ggml.eot_token_id"));
+  KX_ASSIGN_OR_RETURN(d.unk_id, OptionalId(f, "tokenizer.ggml.unknown_token_id"));
+  KX_ASSIGN_OR_RETURN(d.pad_id, OptionalId(f, "tokenizer.ggml.padding_token_id"));
+  // GPT-2-style vocabularies do not prepend BOS unless the file says so.
+  KX_ASSIGN_OR_RETURN(d.add_bos, OptionalBool(f, "tokenizer.ggml.add_bos_token", false));
+  KX_ASSIGN_OR_RETURN(d.add_eos, OptionalBool(f, "tokenizer.ggml.add_eos_token", false));
+  return FromData(std::move(d));
+}
+
+}  // namespace kx
