@@ -1,0 +1,169 @@
+// The module's C entry points: argument checks, then a try/catch wall around each call so
+// that nothing throws across the C boundary, then the CUDA work.
+#include <cstdint>
+#include <new>
+
+#include "kernels/cuda/axpy_rows_f16.cuh"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_api.h"
+#include "kernels/cuda/device_query.cuh"
+
+namespace kx::cuda {
+namespace {
+
+// Runs `body` (returning kx_cuda_status) with exceptions turned into a status.
+template <typename Body>
+kx_cuda_status Guarded(Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return RecordError(KX_CUDA_ERROR_OUT_OF_MEMORY, "host allocation failed");
+  } catch (...) {
+    return RecordError(KX_CUDA_ERROR_INTERNAL, "unexpected exception in the CUDA module");
+  }
+}
+
+kx_cuda_status InvalidArgument(const char* message) {
+  return RecordError(KX_CUDA_ERROR_INVALID_ARGUMENT, message);
+}
+
+kx_cuda_status DeviceCount(int32_t* count) {
+  if (count == nullptr) return InvalidArgument("device_count: count is NULL");
+  return Guarded([&]() -> kx_cuda_status {
+    int n = 0;
+    KX_CUDA_CHECK(QueryDeviceCount(&n));
+    *count = n;
+    return KX_CUDA_OK;
+  });
+}
+
+kx_cuda_status DeviceInfo(int32_t device, kx_cuda_device_info* info) {
+  if (info == nullptr) return InvalidArgument("device_info: info is NULL");
+  if (info->struct_size < sizeof(uint32_t)) {
+    return InvalidArgument("device_info: info->struct_size is not set");
+  }
+  return Guarded([&]() -> kx_cuda_status {
+    KX_CUDA_CHECK(QueryDeviceInfo(device, info));
+    return KX_CUDA_OK;
+  });
+}
+
+kx_cuda_status SetDevice(int32_t device) {
+  return Guarded([&]() -> kx_cuda_status {
+    KX_CUDA_CHECK(cudaSetDevice(device));
+    return KX_CUDA_OK;
+  });
+}
+
+kx_cuda_status Alloc(uint64_t bytes, void** ptr) {
+  if (ptr == nullptr) return InvalidArgument("alloc: ptr is NULL");
+  if (bytes == 0) return InvalidArgument("alloc: zero bytes requested");
+  return Guarded([&]() -> kx_cuda_status {
+    void* p = nullptr;
+    KX_CUDA_CHECK(cudaMalloc(&p, static_cast<size_t>(bytes)));
+    *ptr = p;
+    return KX_CUDA_OK;
+  });
+}
+
+kx_cuda_status Free(void* ptr) {
+  if (ptr == nullptr) return KX_CUDA_OK;
+  return Guarded([&]() -> kx_cuda_status {
+    KX_CUDA_CHECK(cudaFree(ptr));
+    return KX_CUDA_OK;
+  });
+}
+
+kx_cuda_status Copy(void* dst, const void* src, uint64_t bytes, cudaMemcpyKind kind,
+                    const char* name) {
+  if (bytes == 0) return KX_CUDA_OK;
+  if (dst == nullptr || src == nullptr) return InvalidArgument(name);
+  return Guarded([&]() -> kx_cuda_status {
+    KX_CUDA_CHECK(cudaMemcpy(dst, src, static_cast<size_t>(bytes), kind));
+    return KX_CUDA_OK;
+  });
+}
+
+kx_cuda_status MemcpyH2D(void* dst_device, const void* src_host, uint64_t bytes) {
+  return Copy(dst_device, src_host, bytes, cudaMemcpyHostToDevice,
+              "memcpy_h2d: NULL pointer with a non-zero size");
+}
+
+kx_cuda_status MemcpyD2H(void* dst_host, const void* src_device, uint64_t bytes) {
+  return Copy(dst_host, src_device, bytes, cudaMemcpyDeviceToHost,
+              "memcpy_d2h: NULL pointer with a non-zero size");
+}
+
+kx_cuda_status MemsetBytes(void* dst_device, int32_t byte_value, uint64_t bytes) {
+  if (bytes == 0) return KX_CUDA_OK;
+  if (dst_device == nullptr) return InvalidArgument("memset_bytes: dst is NULL");
+  return Guarded([&]() -> kx_cuda_status {
+    KX_CUDA_CHECK(cudaMemset(dst_device, byte_value, static_cast<size_t>(bytes)));
+    return KX_CUDA_OK;
+  });
+}
+
+kx_cuda_status AxpyRowsF16(const kx_cuda_axpy_rows_f16_args* args, void* stream) {
+  if (args == nullptr) return InvalidArgument("axpy_rows_f16: args is NULL");
+  if (args->struct_size < sizeof(kx_cuda_axpy_rows_f16_args)) {
+    return InvalidArgument("axpy_rows_f16: args->struct_size is too small");
+  }
+  if (args->n_active < 0) return InvalidArgument("axpy_rows_f16: n_active < 0");
+  if (args->n_active == 0) return KX_CUDA_OK;
+  if (args->n_rows <= 0 || args->n_cols <= 0) {
+    return InvalidArgument("axpy_rows_f16: n_rows and n_cols must be positive");
+  }
+  if (args->w_row_stride < args->n_cols) {
+    return InvalidArgument("axpy_rows_f16: w_row_stride < n_cols");
+  }
+  if (args->w == nullptr || args->rows == nullptr || args->coeff == nullptr ||
+      args->dst == nullptr) {
+    return InvalidArgument("axpy_rows_f16: w, rows, coeff and dst must be non-NULL");
+  }
+  return Guarded([&]() -> kx_cuda_status {
+    AxpyRowsF16Params p{};
+    p.w = reinterpret_cast<const __half*>(args->w);
+    p.n_cols = args->n_cols;
+    p.w_row_stride = args->w_row_stride;
+    p.rows = args->rows;
+    p.coeff = args->coeff;
+    p.n_active = args->n_active;
+    p.dst = args->dst;
+    KX_CUDA_CHECK(LaunchAxpyRowsF16(p, static_cast<cudaStream_t>(stream)));
+    return KX_CUDA_OK;
+  });
+}
+
+kx_cuda_status Synchronize() {
+  return Guarded([&]() -> kx_cuda_status {
+    KX_CUDA_CHECK(cudaDeviceSynchronize());
+    return KX_CUDA_OK;
+  });
+}
+
+const char* LastErrorEntry() { return LastError(); }
+
+const kx_cuda_api kApi = {
+    /*struct_size=*/sizeof(kx_cuda_api),
+    /*abi_version=*/KX_CUDA_ABI_VERSION,
+    /*device_count=*/DeviceCount,
+    /*device_info=*/DeviceInfo,
+    /*set_device=*/SetDevice,
+    /*alloc=*/Alloc,
+    /*free=*/Free,
+    /*memcpy_h2d=*/MemcpyH2D,
+    /*memcpy_d2h=*/MemcpyD2H,
+    /*memset_bytes=*/MemsetBytes,
+    /*axpy_rows_f16=*/AxpyRowsF16,
+    /*synchronize=*/Synchronize,
+    /*last_error=*/LastErrorEntry,
+};
+
+}  // namespace
+}  // namespace kx::cuda
+
+extern "C" KX_CUDA_EXPORT const kx_cuda_api* kx_cuda_get_api(uint32_t abi_version) {
+  // Append-only table: this module serves every caller built against a version <= its own.
+  if (abi_version == 0 || abi_version > KX_CUDA_ABI_VERSION) return nullptr;
+  return &kx::cuda::kApi;
+}
