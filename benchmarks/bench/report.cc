@@ -1,0 +1,178 @@
+#include "bench/report.h"
+
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+#include "bench/probes.h"
+#include "nlohmann/json.hpp"
+
+namespace kx::bench {
+namespace {
+
+constexpr double kNsPerSecond = 1e9;
+constexpr double kBytesPerMiB = 1024.0 * 1024.0;
+constexpr double kBytesPerMB = 1e6;
+
+std::string FormatSize(uint64_t bytes) {
+  const double mib = static_cast<double>(bytes) / kBytesPerMiB;
+  if (mib >= 1024.0) return absl::StrFormat("%.2f GiB", mib / 1024.0);
+  return absl::StrFormat("%.2f MiB", mib);
+}
+
+std::string FormatParams(uint64_t n) {
+  const double v = static_cast<double>(n);
+  if (v >= 1e9) return absl::StrFormat("%.2f B", v / 1e9);
+  return absl::StrFormat("%.2f M", v / 1e6);
+}
+
+std::string FormatTs(double ts) { return ts > 0.0 ? absl::StrFormat("%.2f", ts) : "-"; }
+
+}  // namespace
+
+std::vector<double> TestResult::SamplesTs() const {
+  std::vector<double> ts;
+  for (int64_t ns : samples_ns) {
+    ts.push_back(ns > 0 ? n_tokens() * kNsPerSecond / static_cast<double>(ns) : 0.0);
+  }
+  return ts;
+}
+
+double TestResult::AvgTs() const { return Summarize(SamplesTs()).mean; }
+double TestResult::StddevTs() const { return Summarize(SamplesTs()).stddev; }
+
+double TestResult::CeilingDramTs() const {
+  const double bytes = weight_bytes_per_token + kv_bytes_per_token;
+  return n_gen > 0 && bytes > 0.0 ? bw_dram_gbps * 1e9 / bytes : 0.0;
+}
+
+double TestResult::CeilingCacheTs() const {
+  const double bytes = weight_bytes_per_token + kv_bytes_per_token;
+  return n_gen > 0 && bytes > 0.0 ? bw_cache_gbps * 1e9 / bytes : 0.0;
+}
+
+double TestResult::CeilingComputeTs() const {
+  return n_prompt > 0 && flops_per_token > 0.0 ? peak_gflops * 1e9 / flops_per_token : 0.0;
+}
+
+double TestResult::FractionOfCeiling() const {
+  const double ceiling = n_prompt > 0 ? CeilingComputeTs() : CeilingDramTs();
+  return ceiling > 0.0 ? AvgTs() / ceiling : 0.0;
+}
+
+void PrintMarkdown(const RunInfo& run, const std::vector<TestResult>& results, std::FILE* out) {
+  absl::FPrintF(out,
+                "| %-24s | %10s | %10s | %-7s | %7s | %16s | %18s | %13s | %13s | %13s | %7s |\n",
+                "model", "size", "params", "backend", "threads", "test", "t/s", "ceil DRAM t/s",
+                "ceil cache t/s", "ceil FLOP t/s", "% ceil");
+  absl::FPrintF(out, "| %s | %s: | %s: | %s | %s: | %s: | %s: | %s: | %s: | %s: | %s: |\n",
+                std::string(24, '-'), std::string(9, '-'), std::string(9, '-'), std::string(7, '-'),
+                std::string(6, '-'), std::string(15, '-'), std::string(17, '-'),
+                std::string(12, '-'), std::string(12, '-'), std::string(12, '-'),
+                std::string(6, '-'));
+  for (const TestResult& r : results) {
+    const std::string ts = absl::StrFormat("%.2f ± %.2f", r.AvgTs(), r.StddevTs());
+    const double frac = r.FractionOfCeiling();
+    absl::FPrintF(
+        out, "| %-24s | %10s | %10s | %-7s | %7d | %16s | %18s | %13s | %13s | %13s | %7s |\n",
+        run.model.type, FormatSize(run.model.size_bytes), FormatParams(run.model.n_params), "CPU",
+        run.n_threads, r.name, ts, FormatTs(r.CeilingDramTs()), FormatTs(r.CeilingCacheTs()),
+        FormatTs(r.CeilingComputeTs()), frac > 0.0 ? absl::StrFormat("%.1f%%", 100.0 * frac) : "-");
+  }
+  absl::FPrintF(out, "\n");
+  for (const TestResult& r : results) {
+    if (r.n_gen > 0 && !r.e2e && r.bw_dram_gbps > 0.0) {
+      absl::FPrintF(out,
+                    "%s ceiling: %.2f MB read per token (weights %.2f + KV %.2f); read "
+                    "bandwidth %.2f GB/s at that working set (DRAM), %.2f GB/s at %.2f MiB "
+                    "(cache); medians of %d probes between repetitions\n",
+                    r.name, (r.weight_bytes_per_token + r.kv_bytes_per_token) / kBytesPerMB,
+                    r.weight_bytes_per_token / kBytesPerMB, r.kv_bytes_per_token / kBytesPerMB,
+                    r.bw_dram_gbps, r.bw_cache_gbps,
+                    static_cast<double>(r.cache_probe_bytes) / kBytesPerMiB, run.repetitions);
+    }
+    if (r.n_prompt > 0 && r.peak_gflops > 0.0) {
+      absl::FPrintF(out,
+                    "%s ceiling: %.3f GFLOP per token; peak %.1f GFLOP/s (%s; median of %d "
+                    "probes between repetitions)\n",
+                    r.name, r.flops_per_token * 1e-9, r.peak_gflops, run.peak_method,
+                    run.repetitions);
+    }
+  }
+  for (const TestResult& r : results) {
+    if (r.profile.empty()) continue;
+    absl::FPrintF(out, "\nper-op time, %s:\n\n", r.name);
+    absl::FPrintF(out, "| %-20s | %10s | %11s | %6s |\n", "op", "ms/token", "calls/token", "%");
+    absl::FPrintF(out, "| %s | %s: | %s: | %s: |\n", std::string(20, '-'), std::string(9, '-'),
+                  std::string(10, '-'), std::string(5, '-'));
+    for (const OpTime& op : r.profile) {
+      absl::FPrintF(out, "| %-20s | %10.4f | %11.1f | %5.1f%% |\n", op.name, op.ms_per_token,
+                    op.calls_per_token, op.percent);
+    }
+  }
+  std::fflush(out);
+}
+
+void PrintJson(const RunInfo& run, const std::vector<TestResult>& results, std::FILE* out) {
+  nlohmann::json all = nlohmann::json::array();
+  for (const TestResult& r : results) {
+    const Summary ns = [&] {
+      std::vector<double> v(r.samples_ns.begin(), r.samples_ns.end());
+      return Summarize(v);
+    }();
+    nlohmann::json j;
+    j["cpu_info"] = run.cpu_info;
+    j["backends"] = "CPU";
+    j["model_filename"] = run.model.filename;
+    j["model_type"] = run.model.type;
+    j["model_size"] = run.model.size_bytes;
+    j["model_n_params"] = run.model.n_params;
+    j["n_batch"] = run.n_batch;
+    j["n_threads"] = run.n_threads;
+    j["n_prompt"] = r.n_prompt;
+    j["n_gen"] = r.n_gen;
+    j["n_depth"] = r.n_depth;
+    j["test_time"] = run.test_time;
+    j["avg_ns"] = static_cast<int64_t>(std::llround(ns.mean));
+    j["stddev_ns"] = static_cast<int64_t>(std::llround(ns.stddev));
+    j["avg_ts"] = r.AvgTs();
+    j["stddev_ts"] = r.StddevTs();
+    j["samples_ns"] = r.samples_ns;
+    j["samples_ts"] = r.SamplesTs();
+    // kairox's own fields.
+    j["kx_test"] = r.name;
+    j["kx_isa"] = run.isa;
+    j["kx_e2e"] = r.e2e;
+    if (r.n_gen > 0 && !r.e2e) {
+      j["kx_weight_bytes_per_token"] = r.weight_bytes_per_token;
+      j["kx_kv_bytes_per_token"] = r.kv_bytes_per_token;
+      j["kx_bw_dram_gbps"] = r.bw_dram_gbps;
+      j["kx_bw_cache_gbps"] = r.bw_cache_gbps;
+      j["kx_cache_probe_bytes"] = r.cache_probe_bytes;
+      j["kx_ceiling_dram_ts"] = r.CeilingDramTs();
+      j["kx_ceiling_cache_ts"] = r.CeilingCacheTs();
+      j["kx_fraction_of_ceiling"] = r.FractionOfCeiling();
+    }
+    if (r.n_prompt > 0) {
+      j["kx_flops_per_token"] = r.flops_per_token;
+      j["kx_peak_gflops"] = r.peak_gflops;
+      j["kx_peak_method"] = run.peak_method;
+      j["kx_ceiling_compute_ts"] = r.CeilingComputeTs();
+      j["kx_fraction_of_ceiling"] = r.FractionOfCeiling();
+    }
+    if (!r.profile.empty()) {
+      nlohmann::json ops = nlohmann::json::array();
+      for (const OpTime& op : r.profile) {
+        ops.push_back({{"op", op.name},
+                       {"ms_per_token", op.ms_per_token},
+                       {"calls_per_token", op.calls_per_token},
+                       {"percent", op.percent}});
+      }
+      j["kx_profile"] = ops;
+    }
+    all.push_back(j);
+  }
+  absl::FPrintF(out, "%s\n", all.dump(2).c_str());
+  std::fflush(out);
+}
+
+}  // namespace kx::bench

@@ -1,0 +1,73 @@
+// kairox-bench's results and their two output formats: a markdown table like
+// llama-bench's, and llama-bench-compatible JSON with kairox's own fields.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace kx::bench {
+
+struct ModelInfo {
+  std::string filename;
+  std::string type;         // "llama 135M Q4_1"
+  uint64_t size_bytes = 0;  // bytes of all tensors
+  uint64_t n_params = 0;    // elements of all tensors
+};
+
+// One op's share of decode time, from the engine's profile.
+struct OpTime {
+  std::string name;
+  double ms_per_token = 0.0;
+  double calls_per_token = 0.0;
+  double percent = 0.0;
+};
+
+struct TestResult {
+  std::string name;  // "pp512", "tg128", "tg128 e2e" (+ " @ d<depth>")
+  int n_prompt = 0;
+  int n_gen = 0;
+  int n_depth = 0;
+  bool e2e = false;  // tg with sampling included
+  std::vector<int64_t> samples_ns;
+
+  // tg: bytes one token reads and the read bandwidths (medians of probes).
+  double weight_bytes_per_token = 0.0;
+  double kv_bytes_per_token = 0.0;
+  double bw_dram_gbps = 0.0;
+  double bw_cache_gbps = 0.0;
+  uint64_t cache_probe_bytes = 0;
+  // pp: work per token and the measured compute peak (median of probes).
+  double flops_per_token = 0.0;
+  double peak_gflops = 0.0;
+
+  std::vector<OpTime> profile;  // tg only
+
+  int n_tokens() const { return n_prompt > 0 ? n_prompt : n_gen; }
+  std::vector<double> SamplesTs() const;
+  double AvgTs() const;
+  double StddevTs() const;
+  // Ceilings in tokens/s; 0 when not measured.
+  double CeilingDramTs() const;
+  double CeilingCacheTs() const;
+  double CeilingComputeTs() const;
+  // avg t/s over the binding ceiling (DRAM for tg, compute for pp).
+  double FractionOfCeiling() const;
+};
+
+struct RunInfo {
+  ModelInfo model;
+  int n_threads = 0;
+  int n_batch = 0;
+  std::string isa;
+  std::string cpu_info;
+  std::string test_time;  // ISO 8601, UTC
+  std::string peak_method;
+  int repetitions = 0;
+};
+
+void PrintMarkdown(const RunInfo& run, const std::vector<TestResult>& results, std::FILE* out);
+void PrintJson(const RunInfo& run, const std::vector<TestResult>& results, std::FILE* out);
+
+}  // namespace kx::bench

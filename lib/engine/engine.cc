@@ -1,0 +1,225 @@
+#include "engine/engine.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "base/log.h"
+#include "engine/engine_impl.h"
+
+namespace kx {
+namespace {
+
+constexpr int kDefaultMaxCtx = 4096;
+constexpr int kMaxBatch = 512;
+
+int DefaultThreads() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+}  // namespace
+
+const char* OpName(Op op) {
+  switch (op) {
+    case Op::kEmbed: return "embed";
+    case Op::kNorm: return "norm";
+    case Op::kQkv: return "qkv";
+    case Op::kRope: return "rope+kv";
+    case Op::kAttention: return "attention";
+    case Op::kAttnOut: return "attn_out";
+    case Op::kFfnGateUp: return "ffn_gate_up";
+    case Op::kFfnAct: return "ffn_act";
+    case Op::kFfnDown: return "ffn_down";
+    case Op::kLmHead: return "lm_head";
+    case Op::kCount: break;
+  }
+  return "?";
+}
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_path,
+                                                     const EngineOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  KX_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(model_path));
+  impl->file = std::make_unique<GgufFile>(std::move(file));
+  KX_ASSIGN_OR_RETURN(impl->hp, ReadLlamaHParams(*impl->file));
+  KX_ASSIGN_OR_RETURN(impl->w, BindLlamaWeights(*impl->file, impl->hp));
+  KX_ASSIGN_OR_RETURN(impl->tokenizer, Tokenizer::FromGguf(*impl->file));
+  const LlamaHParams& hp = impl->hp;
+  if (impl->tokenizer->n_vocab() != hp.n_vocab) {
+    return absl::InvalidArgumentError(absl::StrCat("tokenizer has ", impl->tokenizer->n_vocab(),
+                                                   " tokens but the embedding has ", hp.n_vocab,
+                                                   " rows"));
+  }
+
+  if (options.n_ctx < 0) return absl::InvalidArgumentError("context size must be >= 0");
+  if (options.n_ctx > hp.n_ctx_train) {
+    return absl::InvalidArgumentError(absl::StrCat("context size ", options.n_ctx,
+                                                   " exceeds the model's trained context ",
+                                                   hp.n_ctx_train));
+  }
+  impl->n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min(hp.n_ctx_train, kDefaultMaxCtx);
+  if (options.n_batch < 0 || options.n_batch > kMaxBatch) {
+    return absl::InvalidArgumentError(absl::StrCat("batch size must be in 1..", kMaxBatch));
+  }
+  impl->n_batch = std::min(options.n_batch > 0 ? options.n_batch : 64, impl->n_ctx);
+  const int n_threads = options.n_threads > 0 ? options.n_threads : DefaultThreads();
+  impl->pool = std::make_unique<ThreadPool>(n_threads);
+  impl->kernels = &cpu::Kernels();
+  impl->kv_dim = static_cast<int64_t>(hp.n_head_kv) * hp.head_dim;
+
+  const size_t kv_elems = static_cast<size_t>(hp.n_layer) * impl->n_ctx * impl->kv_dim;
+  impl->k_cache.assign(kv_elems, 0);
+  impl->v_cache.assign(kv_elems, 0);
+
+  const size_t B = impl->n_batch;
+  const size_t d = hp.n_embd, ff = hp.n_ff, kvd = impl->kv_dim;
+  impl->x.resize(B * d);
+  impl->xn.resize(B * d);
+  impl->q.resize(B * d);
+  impl->k.resize(B * kvd);
+  impl->v.resize(B * kvd);
+  impl->attn.resize(B * d);
+  impl->ffo.resize(B * d);
+  impl->gate.resize(B * ff);
+  impl->up.resize(B * ff);
+  impl->scores.resize(static_cast<size_t>(n_threads) * impl->n_ctx);
+  impl->rope_cos.resize(B * hp.n_rot / 2);
+  impl->rope_sin.resize(B * hp.n_rot / 2);
+  impl->inv_freq.resize(hp.n_rot / 2);
+  for (int i = 0; i < hp.n_rot / 2; ++i) {
+    impl->inv_freq[i] = static_cast<float>(
+        std::pow(static_cast<double>(hp.rope_freq_base), -2.0 * i / hp.n_rot));
+  }
+  // Activation scratch: the largest prepared input (n_ff wide) for each of
+  // up to two distinct weight types in one op group, for every batch row.
+  size_t act_row = 0;
+  for (GgmlType t : {impl->w.tok_embd.type, impl->w.output.type, impl->w.layers[0].wq.type,
+                     impl->w.layers[0].ffn_down.type}) {
+    const cpu::TypeKernels* tk = impl->kernels->For(t);
+    act_row = std::max(act_row, tk->act_bytes(std::max<int64_t>(hp.n_ff, hp.n_embd)));
+  }
+  for (const auto& L : impl->w.layers) {
+    for (const WeightRef* wr : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down}) {
+      act_row = std::max(act_row, impl->kernels->For(wr->type)->act_bytes(wr->n_in));
+    }
+  }
+  impl->act.resize(2 * B * act_row + 64);
+  impl->logits.resize(hp.n_vocab);
+
+  Log().info("loaded {}: {} layers, n_embd {}, n_ff {}, vocab {}, n_ctx {}, {} threads, kernels {}",
+             model_path, hp.n_layer, hp.n_embd, hp.n_ff, hp.n_vocab, impl->n_ctx, n_threads,
+             IsaName(impl->kernels->isa));
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+const Tokenizer& Engine::tokenizer() const { return *impl_->tokenizer; }
+const GgufFile& Engine::gguf() const { return *impl_->file; }
+const LlamaHParams& Engine::hparams() const { return impl_->hp; }
+int Engine::n_vocab() const { return impl_->hp.n_vocab; }
+int Engine::n_ctx() const { return impl_->n_ctx; }
+int Engine::n_threads() const { return impl_->pool->size(); }
+int Engine::n_past() const { return impl_->n_past; }
+
+absl::Status Engine::Eval(std::span<const int32_t> tokens, bool all_logits) {
+  Impl& m = *impl_;
+  if (tokens.empty()) return absl::InvalidArgumentError("Eval: no tokens");
+  if (static_cast<int64_t>(m.n_past) + static_cast<int64_t>(tokens.size()) > m.n_ctx) {
+    return absl::OutOfRangeError(absl::StrCat("context is full: ", m.n_past, " + ",
+                                              tokens.size(), " tokens exceed n_ctx = ", m.n_ctx,
+                                              " (the model was trained for ", m.hp.n_ctx_train,
+                                              "; raise -c or truncate the prompt)"));
+  }
+  for (int32_t t : tokens) {
+    if (t < 0 || t >= m.hp.n_vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id ", t, " is outside the vocabulary (0..", m.hp.n_vocab - 1, ")"));
+    }
+  }
+  const int n = static_cast<int>(tokens.size());
+  const size_t vocab = m.hp.n_vocab;
+  m.n_logit_rows = all_logits ? n : 1;
+  m.logits.resize(static_cast<size_t>(m.n_logit_rows) * vocab);
+
+  ThreadPool::HotScope hot(*m.pool);
+  for (int start = 0; start < n; start += m.n_batch) {
+    const int count = std::min(m.n_batch, n - start);
+    const bool last = start + count == n;
+    float* dst = nullptr;
+    int first_logit = count;
+    if (all_logits) {
+      dst = m.logits.data() + static_cast<size_t>(start) * vocab;
+      first_logit = 0;
+    } else if (last) {
+      dst = m.logits.data();
+      first_logit = count - 1;
+    }
+    m.ForwardBatch(tokens.data() + start, count, first_logit, dst);
+    m.n_past += count;
+  }
+  m.profiled_tokens += n;
+  return absl::OkStatus();
+}
+
+std::span<const float> Engine::Logits(int i) const {
+  const Impl& m = *impl_;
+  if (i < 0) i = m.n_logit_rows - 1;
+  if (i < 0 || i >= m.n_logit_rows) return {};
+  return {m.logits.data() + static_cast<size_t>(i) * m.hp.n_vocab,
+          static_cast<size_t>(m.hp.n_vocab)};
+}
+
+void Engine::TruncateKv(int n) { impl_->n_past = std::clamp(n, 0, impl_->n_past); }
+
+uint64_t Engine::WeightBytesPerToken() const {
+  const Impl& m = *impl_;
+  uint64_t bytes = m.w.tok_embd.row_bytes + m.w.output_norm.bytes() + m.w.output.bytes();
+  for (const auto& L : m.w.layers) {
+    for (const WeightRef* wr : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_norm,
+                                &L.ffn_gate, &L.ffn_up, &L.ffn_down}) {
+      bytes += wr->bytes();
+    }
+  }
+  return bytes;
+}
+
+uint64_t Engine::KvBytesPerToken() const {
+  const Impl& m = *impl_;
+  return 2ull * sizeof(uint16_t) * m.hp.n_layer * static_cast<uint64_t>(m.kv_dim) * m.n_past;
+}
+
+double Engine::FlopsPerToken() const {
+  const Impl& m = *impl_;
+  double flops = 2.0 * m.w.output.n_in * m.w.output.n_out;
+  for (const auto& L : m.w.layers) {
+    for (const WeightRef* wr : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down}) {
+      flops += 2.0 * wr->n_in * wr->n_out;
+    }
+  }
+  return flops;
+}
+
+const OpProfile& Engine::profile() const {
+  const Impl& m = *impl_;
+  m.profile_view.entries.clear();
+  for (int i = 0; i < static_cast<int>(Op::kCount); ++i) {
+    m.profile_view.entries.push_back({OpName(static_cast<Op>(i)), m.op_ns[i], m.op_calls[i]});
+  }
+  m.profile_view.tokens = m.profiled_tokens;
+  return m.profile_view;
+}
+
+void Engine::ResetProfile() {
+  impl_->op_ns.fill(0);
+  impl_->op_calls.fill(0);
+  impl_->profiled_tokens = 0;
+}
+
+}  // namespace kx

@@ -1,0 +1,75 @@
+// Engine internals shared by engine.cc (loading, bookkeeping) and
+// forward.cc (the compute). Not a public header.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "engine/engine.h"
+#include "kernels/cpu/kernels.h"
+#include "model/gguf.h"
+#include "model/llama.h"
+#include "model/tokenizer.h"
+
+namespace kx {
+
+// The ops the profile distinguishes, in forward order.
+enum class Op : int {
+  kEmbed,
+  kNorm,
+  kQkv,
+  kRope,
+  kAttention,
+  kAttnOut,
+  kFfnGateUp,
+  kFfnAct,
+  kFfnDown,
+  kLmHead,
+  kCount,
+};
+
+struct Engine::Impl {
+  EngineOptions options;
+  std::unique_ptr<GgufFile> file;  // owns the mapping every WeightRef points into
+  std::unique_ptr<Tokenizer> tokenizer;
+  LlamaHParams hp;
+  LlamaWeights w;
+  const cpu::KernelTable* kernels = nullptr;
+  std::unique_ptr<ThreadPool> pool;
+
+  int n_ctx = 0;
+  int n_batch = 0;
+  int n_past = 0;
+  int64_t kv_dim = 0;
+
+  // KV cache in F16, [layer][position][kv_dim].
+  std::vector<uint16_t> k_cache;
+  std::vector<uint16_t> v_cache;
+
+  // Scratch for one batch of up to n_batch tokens (row b at b·width).
+  std::vector<float> x, xn, q, k, v, attn, ffo, gate, up;
+  std::vector<uint8_t> act;           // prepared activations, one region per weight type
+  std::vector<float> scores;          // per thread: n_ctx attention scores
+  std::vector<float> rope_cos, rope_sin;  // [b][n_rot/2] for the batch's positions
+  std::vector<float> inv_freq;        // [n_rot/2]
+
+  // Logits of the last Eval: n_logit_rows × n_vocab.
+  std::vector<float> logits;
+  int n_logit_rows = 0;
+
+  std::array<int64_t, static_cast<int>(Op::kCount)> op_ns{};
+  std::array<int64_t, static_cast<int>(Op::kCount)> op_calls{};
+  int64_t profiled_tokens = 0;
+  mutable OpProfile profile_view;
+
+  // Evaluates tokens [0, n) at positions n_past.. (n <= n_batch). When
+  // logits_dst is not null, writes the logits of tokens [first_logit, n)
+  // there, row by row.
+  void ForwardBatch(const int32_t* tokens, int n, int first_logit, float* logits_dst);
+};
+
+const char* OpName(Op op);
+
+}  // namespace kx

@@ -1,0 +1,247 @@
+// The dense forward pass of the llama family on the CPU, one batch of tokens
+// at a time. Linear ops that share an input (Q/K/V, gate/up) are one group:
+// the input is prepared (quantized) once and one parallel dispatch covers all
+// their rows. Attention is parallel over (token, head) pairs.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/check.h"
+#include "base/timer.h"
+#include "engine/engine_impl.h"
+
+namespace kx {
+namespace {
+
+// Rows per unit when splitting a linear op across threads: keeps the kernels'
+// multi-row inner loops full.
+constexpr int64_t kRowAlign = 8;
+
+class OpTimer {
+ public:
+  OpTimer(Engine::Impl& m, Op op) : m_(m), op_(static_cast<int>(op)), start_(NowNs()) {}
+  ~OpTimer() {
+    m_.op_ns[op_] += NowNs() - start_;
+    m_.op_calls[op_] += 1;
+  }
+
+ private:
+  Engine::Impl& m_;
+  int op_;
+  int64_t start_;
+};
+
+void RmsNorm(const float* src, const float* weight, float* dst, int n, float eps) {
+  double sum_sq = 0.0;
+  for (int i = 0; i < n; ++i) sum_sq += static_cast<double>(src[i]) * src[i];
+  const float scale = static_cast<float>(1.0 / std::sqrt(sum_sq / n + eps));
+  for (int i = 0; i < n; ++i) dst[i] = src[i] * scale * weight[i];
+}
+
+// One matrix of a linear group: dst[b·ldd + r] = W[r]·src_b.
+struct LinearJob {
+  const WeightRef* w;
+  float* dst;
+  int64_t ldd;
+};
+
+// Runs every job of the group on the rows of `src` (n_tokens rows of
+// `src_ld` floats; all jobs share n_in). Activations are prepared once per
+// distinct weight type.
+void LinearGroup(Engine::Impl& m, const float* src, int64_t src_ld, int n_tokens,
+                 const LinearJob* jobs, int n_jobs) {
+  constexpr int kMaxTypes = 2;
+  constexpr int kMaxJobs = 4;
+  KX_CHECK(n_jobs > 0 && n_jobs <= kMaxJobs);
+  const int64_t n_in = jobs[0].w->n_in;
+  GgmlType types[kMaxTypes];
+  const cpu::TypeKernels* tks[kMaxTypes];
+  uint8_t* acts[kMaxTypes];
+  size_t strides[kMaxTypes];
+  int n_types = 0;
+  int job_type[kMaxJobs];
+  const size_t region = m.act.size() / kMaxTypes;
+  for (int j = 0; j < n_jobs; ++j) {
+    KX_CHECK(jobs[j].w->n_in == n_in);
+    int t = 0;
+    while (t < n_types && types[t] != jobs[j].w->type) ++t;
+    if (t == n_types) {
+      KX_CHECK(n_types < kMaxTypes);
+      types[t] = jobs[j].w->type;
+      tks[t] = m.kernels->For(types[t]);
+      strides[t] = tks[t]->act_bytes(n_in);
+      acts[t] = m.act.data() + region * t;
+      KX_CHECK(strides[t] * n_tokens <= region);
+      for (int b = 0; b < n_tokens; ++b) {
+        tks[t]->quantize_act(src + b * src_ld, n_in, acts[t] + strides[t] * b);
+      }
+      ++n_types;
+    }
+    job_type[j] = t;
+  }
+  int64_t total_rows = 0;
+  for (int j = 0; j < n_jobs; ++j) total_rows += jobs[j].w->n_out;
+
+  m.pool->Run([&](int ith, int nth) {
+    int64_t begin, end;
+    ThreadPool::Split(total_rows, ith, nth, kRowAlign, &begin, &end);
+    int64_t base = 0;
+    for (int j = 0; j < n_jobs && begin < end; ++j) {
+      const WeightRef& w = *jobs[j].w;
+      const int64_t lo = std::max(begin, base), hi = std::min(end, base + w.n_out);
+      if (lo < hi) {
+        const int64_t r0 = lo - base, rows = hi - lo;
+        const int t = job_type[j];
+        if (n_tokens == 1) {
+          tks[t]->matvec(w.row(r0), w.row_bytes, n_in, rows, acts[t], jobs[j].dst + r0);
+        } else {
+          tks[t]->matmul(w.row(r0), w.row_bytes, n_in, rows, acts[t], strides[t], n_tokens,
+                         jobs[j].dst + r0, jobs[j].ldd);
+        }
+      }
+      base += w.n_out;
+    }
+  });
+}
+
+// Rotates pairs of one head in place (RoPE), with cos/sin for its position.
+void RopeHead(float* h, const float* cos_t, const float* sin_t, int n_rot, int head_dim,
+              RopeStyle style) {
+  const int half = n_rot / 2;
+  for (int i = 0; i < half; ++i) {
+    const int a = style == RopeStyle::kAdjacent ? 2 * i : i;
+    const int b = style == RopeStyle::kAdjacent ? 2 * i + 1 : i + head_dim / 2;
+    const float x0 = h[a], x1 = h[b];
+    h[a] = x0 * cos_t[i] - x1 * sin_t[i];
+    h[b] = x0 * sin_t[i] + x1 * cos_t[i];
+  }
+}
+
+}  // namespace
+
+void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit,
+                                float* logits_dst) {
+  const int d = hp.n_embd, ff = hp.n_ff, hd = hp.head_dim, kvd = static_cast<int>(kv_dim);
+  const int half_rot = hp.n_rot / 2;
+  const int group = hp.n_head / hp.n_head_kv;
+  const float attn_scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const cpu::VecKernels& vec = kernels->vec;
+
+  {
+    OpTimer timer(*this, Op::kEmbed);
+    const cpu::TypeKernels* tk = kernels->For(w.tok_embd.type);
+    for (int b = 0; b < n; ++b) tk->dequantize(w.tok_embd.row(tokens[b]), &x[b * d], d);
+    for (int b = 0; b < n; ++b) {
+      const double pos = static_cast<double>(n_past + b);
+      for (int i = 0; i < half_rot; ++i) {
+        const double theta = pos * inv_freq[i];
+        rope_cos[b * half_rot + i] = static_cast<float>(std::cos(theta));
+        rope_sin[b * half_rot + i] = static_cast<float>(std::sin(theta));
+      }
+    }
+  }
+
+  for (int l = 0; l < hp.n_layer; ++l) {
+    const LlamaLayerWeights& L = w.layers[l];
+    const auto* attn_norm = reinterpret_cast<const float*>(L.attn_norm.data);
+    const auto* ffn_norm = reinterpret_cast<const float*>(L.ffn_norm.data);
+    uint16_t* kc = k_cache.data() + static_cast<size_t>(l) * n_ctx * kvd;
+    uint16_t* vc = v_cache.data() + static_cast<size_t>(l) * n_ctx * kvd;
+
+    {
+      OpTimer timer(*this, Op::kNorm);
+      for (int b = 0; b < n; ++b) RmsNorm(&x[b * d], attn_norm, &xn[b * d], d, hp.rms_eps);
+    }
+    {
+      OpTimer timer(*this, Op::kQkv);
+      const LinearJob jobs[] = {{&L.wq, q.data(), d}, {&L.wk, k.data(), kvd}, {&L.wv, v.data(), kvd}};
+      LinearGroup(*this, xn.data(), d, n, jobs, 3);
+    }
+    {
+      OpTimer timer(*this, Op::kRope);
+      for (int b = 0; b < n; ++b) {
+        const float* ct = &rope_cos[b * half_rot];
+        const float* st = &rope_sin[b * half_rot];
+        for (int h = 0; h < hp.n_head; ++h) {
+          RopeHead(&q[b * d + h * hd], ct, st, hp.n_rot, hd, hp.rope_style);
+        }
+        for (int h = 0; h < hp.n_head_kv; ++h) {
+          RopeHead(&k[b * kvd + h * hd], ct, st, hp.n_rot, hd, hp.rope_style);
+        }
+        const size_t pos = static_cast<size_t>(n_past + b);
+        vec.f32_to_f16(&k[b * kvd], kc + pos * kvd, kvd);
+        vec.f32_to_f16(&v[b * kvd], vc + pos * kvd, kvd);
+      }
+    }
+    {
+      OpTimer timer(*this, Op::kAttention);
+      const int pairs = n * hp.n_head;
+      pool->Run([&](int ith, int nth) {
+        float* sc = &scores[static_cast<size_t>(ith) * n_ctx];
+        for (int p = ith; p < pairs; p += nth) {
+          const int b = p / hp.n_head, h = p % hp.n_head;
+          const int kvh = h / group;
+          const int n_keys = n_past + b + 1;
+          const float* qh = &q[b * d + h * hd];
+          float max_s = -INFINITY;
+          for (int t = 0; t < n_keys; ++t) {
+            sc[t] = vec.dot_f16_f32(kc + static_cast<size_t>(t) * kvd + kvh * hd, qh, hd) *
+                    attn_scale;
+            max_s = std::max(max_s, sc[t]);
+          }
+          float sum = 0.0f;
+          for (int t = 0; t < n_keys; ++t) {
+            sc[t] = std::exp(sc[t] - max_s);
+            sum += sc[t];
+          }
+          const float inv = 1.0f / sum;
+          float* out = &attn[b * d + h * hd];
+          std::memset(out, 0, sizeof(float) * hd);
+          for (int t = 0; t < n_keys; ++t) {
+            vec.axpy_f16(sc[t] * inv, vc + static_cast<size_t>(t) * kvd + kvh * hd, out, hd);
+          }
+        }
+      });
+    }
+    {
+      OpTimer timer(*this, Op::kAttnOut);
+      const LinearJob jobs[] = {{&L.wo, ffo.data(), d}};
+      LinearGroup(*this, attn.data(), d, n, jobs, 1);
+      for (int i = 0; i < n * d; ++i) x[i] += ffo[i];
+    }
+    {
+      OpTimer timer(*this, Op::kNorm);
+      for (int b = 0; b < n; ++b) RmsNorm(&x[b * d], ffn_norm, &xn[b * d], d, hp.rms_eps);
+    }
+    {
+      OpTimer timer(*this, Op::kFfnGateUp);
+      const LinearJob jobs[] = {{&L.ffn_gate, gate.data(), ff}, {&L.ffn_up, up.data(), ff}};
+      LinearGroup(*this, xn.data(), d, n, jobs, 2);
+    }
+    {
+      OpTimer timer(*this, Op::kFfnAct);
+      for (int i = 0; i < n * ff; ++i) {
+        const float g = gate[i];
+        gate[i] = g / (1.0f + std::exp(-g)) * up[i];  // SiLU(gate) · up
+      }
+    }
+    {
+      OpTimer timer(*this, Op::kFfnDown);
+      const LinearJob jobs[] = {{&L.ffn_down, ffo.data(), d}};
+      LinearGroup(*this, gate.data(), ff, n, jobs, 1);
+      for (int i = 0; i < n * d; ++i) x[i] += ffo[i];
+    }
+  }
+
+  if (logits_dst == nullptr || first_logit >= n) return;
+  const auto* out_norm = reinterpret_cast<const float*>(w.output_norm.data);
+  {
+    OpTimer timer(*this, Op::kNorm);
+    for (int b = first_logit; b < n; ++b) RmsNorm(&x[b * d], out_norm, &xn[b * d], d, hp.rms_eps);
+  }
+  OpTimer timer(*this, Op::kLmHead);
+  const LinearJob jobs[] = {{&w.output, logits_dst, hp.n_vocab}};
+  LinearGroup(*this, &xn[first_logit * d], d, n - first_logit, jobs, 1);
+}
+
+}  // namespace kx

@@ -1,0 +1,161 @@
+#include "model/llama.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_join.h"
+#include "kernels/cpu/kernels.h"
+#include "model/gguf.h"
+
+namespace kx {
+namespace {
+
+// Upper bounds that no real model reaches; they keep hostile metadata from
+// driving huge allocations.
+constexpr uint64_t kMaxLayers = 1024;
+constexpr uint64_t kMaxDim = 1 << 20;
+constexpr uint64_t kMaxVocab = 1 << 22;
+constexpr uint64_t kMaxCtx = 1 << 24;
+
+absl::StatusOr<int> GetDim(const GgufFile& f, const std::string& key, uint64_t max_value) {
+  auto v = f.GetUint(key);
+  if (!v.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model metadata: ", key, ": ", v.status().message()));
+  }
+  if (*v == 0 || *v > max_value) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model metadata: ", key, " = ", *v, " is out of range (1..", max_value, ")"));
+  }
+  return static_cast<int>(*v);
+}
+
+absl::StatusOr<WeightRef> Bind(const GgufFile& f, const std::string& name, int64_t n_in,
+                               int64_t n_out) {
+  const GgufTensorInfo* t = f.FindTensor(name);
+  if (t == nullptr) return absl::NotFoundError(absl::StrCat("tensor '", name, "' is missing"));
+  const int64_t want_dims = n_out == 1 ? 1 : 2;
+  bool shape_ok = t->ne[0] == n_in && t->ne[1] == n_out && t->ne[2] == 1 && t->ne[3] == 1;
+  if (want_dims == 1 && t->n_dims != 1) shape_ok = false;
+  if (!shape_ok) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' has shape [", t->ne[0],
+                                                   ", ", t->ne[1], ", ", t->ne[2], ", ", t->ne[3],
+                                                   "], expected [", n_in, ", ", n_out, "]"));
+  }
+  if (!cpu::IsSupportedWeightType(t->type)) {
+    return absl::UnimplementedError(absl::StrCat("tensor '", name, "' has type ",
+                                                 TypeName(t->type),
+                                                 ", which kairox cannot compute with yet"));
+  }
+  WeightRef w;
+  w.data = f.TensorData(*t);
+  w.type = t->type;
+  w.n_in = n_in;
+  w.n_out = n_out;
+  KX_ASSIGN_OR_RETURN(w.row_bytes, TypeBytes(t->type, n_in));
+  w.name = name;
+  return w;
+}
+
+// Norm weights are used as f32 vectors directly.
+absl::StatusOr<WeightRef> BindNorm(const GgufFile& f, const std::string& name, int64_t n) {
+  KX_ASSIGN_OR_RETURN(WeightRef w, Bind(f, name, n, 1));
+  if (w.type != GgmlType::kF32) {
+    return absl::UnimplementedError(
+        absl::StrCat("norm tensor '", name, "' is ", TypeName(w.type), "; kairox expects F32"));
+  }
+  return w;
+}
+
+}  // namespace
+
+const std::vector<std::string>& SupportedArchitectures() {
+  static const std::vector<std::string> archs = {"llama"};
+  return archs;
+}
+
+absl::StatusOr<LlamaHParams> ReadLlamaHParams(const GgufFile& f) {
+  LlamaHParams hp;
+  auto arch = f.GetString("general.architecture");
+  if (!arch.ok()) return absl::InvalidArgumentError("model has no general.architecture key");
+  hp.arch = std::string(*arch);
+  const auto& archs = SupportedArchitectures();
+  if (std::find(archs.begin(), archs.end(), hp.arch) == archs.end()) {
+    return absl::UnimplementedError(absl::StrCat("architecture '", hp.arch,
+                                                 "' is not supported (supported: ",
+                                                 absl::StrJoin(archs, ", "), ")"));
+  }
+  const std::string p = hp.arch + ".";
+  KX_ASSIGN_OR_RETURN(hp.n_layer, GetDim(f, p + "block_count", kMaxLayers));
+  KX_ASSIGN_OR_RETURN(hp.n_embd, GetDim(f, p + "embedding_length", kMaxDim));
+  KX_ASSIGN_OR_RETURN(hp.n_ff, GetDim(f, p + "feed_forward_length", kMaxDim));
+  KX_ASSIGN_OR_RETURN(hp.n_head, GetDim(f, p + "attention.head_count", kMaxDim));
+  hp.n_head_kv = hp.n_head;
+  if (f.HasKey(p + "attention.head_count_kv")) {
+    KX_ASSIGN_OR_RETURN(hp.n_head_kv, GetDim(f, p + "attention.head_count_kv", kMaxDim));
+  }
+  KX_ASSIGN_OR_RETURN(hp.n_ctx_train, GetDim(f, p + "context_length", kMaxCtx));
+  if (hp.n_embd % hp.n_head != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("embedding_length ", hp.n_embd,
+                                                   " is not a multiple of head_count ", hp.n_head));
+  }
+  if (hp.n_head % hp.n_head_kv != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("head_count ", hp.n_head,
+                                                   " is not a multiple of head_count_kv ",
+                                                   hp.n_head_kv));
+  }
+  hp.head_dim = hp.n_embd / hp.n_head;
+  if (hp.head_dim % 2 != 0) return absl::InvalidArgumentError("head dimension is odd");
+  hp.n_rot = hp.head_dim;
+  if (f.HasKey(p + "rope.dimension_count")) {
+    KX_ASSIGN_OR_RETURN(hp.n_rot, GetDim(f, p + "rope.dimension_count", hp.head_dim));
+    if (hp.n_rot % 2 != 0) return absl::InvalidArgumentError("rope.dimension_count is odd");
+  }
+  if (f.HasKey(p + "rope.freq_base")) {
+    KX_ASSIGN_OR_RETURN(double base, f.GetFloat(p + "rope.freq_base"));
+    if (!(base > 1.0)) return absl::InvalidArgumentError("rope.freq_base must be > 1");
+    hp.rope_freq_base = static_cast<float>(base);
+  }
+  if (f.HasKey(p + "attention.layer_norm_rms_epsilon")) {
+    KX_ASSIGN_OR_RETURN(double eps, f.GetFloat(p + "attention.layer_norm_rms_epsilon"));
+    if (!(eps > 0.0 && eps < 1.0)) return absl::InvalidArgumentError("rms epsilon out of range");
+    hp.rms_eps = static_cast<float>(eps);
+  }
+  const GgufTensorInfo* embd = f.FindTensor("token_embd.weight");
+  if (embd == nullptr) return absl::NotFoundError("tensor 'token_embd.weight' is missing");
+  if (embd->ne[1] <= 0 || static_cast<uint64_t>(embd->ne[1]) > kMaxVocab) {
+    return absl::InvalidArgumentError("token_embd.weight has an implausible vocabulary size");
+  }
+  hp.n_vocab = static_cast<int>(embd->ne[1]);
+  hp.tied_output = f.FindTensor("output.weight") == nullptr;
+  hp.rope_style = RopeStyle::kAdjacent;
+  return hp;
+}
+
+absl::StatusOr<LlamaWeights> BindLlamaWeights(const GgufFile& f, const LlamaHParams& hp) {
+  LlamaWeights w;
+  const int64_t kv_dim = static_cast<int64_t>(hp.n_head_kv) * hp.head_dim;
+  KX_ASSIGN_OR_RETURN(w.tok_embd, Bind(f, "token_embd.weight", hp.n_embd, hp.n_vocab));
+  KX_ASSIGN_OR_RETURN(w.output_norm, BindNorm(f, "output_norm.weight", hp.n_embd));
+  if (hp.tied_output) {
+    w.output = w.tok_embd;
+  } else {
+    KX_ASSIGN_OR_RETURN(w.output, Bind(f, "output.weight", hp.n_embd, hp.n_vocab));
+  }
+  w.layers.resize(hp.n_layer);
+  for (int l = 0; l < hp.n_layer; ++l) {
+    const std::string b = absl::StrCat("blk.", l, ".");
+    LlamaLayerWeights& L = w.layers[l];
+    KX_ASSIGN_OR_RETURN(L.attn_norm, BindNorm(f, b + "attn_norm.weight", hp.n_embd));
+    KX_ASSIGN_OR_RETURN(L.wq, Bind(f, b + "attn_q.weight", hp.n_embd, hp.n_embd));
+    KX_ASSIGN_OR_RETURN(L.wk, Bind(f, b + "attn_k.weight", hp.n_embd, kv_dim));
+    KX_ASSIGN_OR_RETURN(L.wv, Bind(f, b + "attn_v.weight", hp.n_embd, kv_dim));
+    KX_ASSIGN_OR_RETURN(L.wo, Bind(f, b + "attn_output.weight", hp.n_embd, hp.n_embd));
+    KX_ASSIGN_OR_RETURN(L.ffn_norm, BindNorm(f, b + "ffn_norm.weight", hp.n_embd));
+    KX_ASSIGN_OR_RETURN(L.ffn_gate, Bind(f, b + "ffn_gate.weight", hp.n_embd, hp.n_ff));
+    KX_ASSIGN_OR_RETURN(L.ffn_up, Bind(f, b + "ffn_up.weight", hp.n_embd, hp.n_ff));
+    KX_ASSIGN_OR_RETURN(L.ffn_down, Bind(f, b + "ffn_down.weight", hp.n_ff, hp.n_embd));
+  }
+  return w;
+}
+
+}  // namespace kx

@@ -1,0 +1,200 @@
+// The dense forward pass on writer-made tiny llama models, against a float64
+// reference forward written independently in tiny_model.cc.
+#include <unistd.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "catch2/catch.hpp"
+#include "engine/engine.h"
+#include "engine/tiny_model.h"
+#include "test_util.h"
+
+namespace {
+
+using kx::test::TinyModelSpec;
+using kx::test::TinyModelWeights;
+
+std::string TempPath(const std::string& tag) {
+  return "/tmp/kx_test_" + tag + "_" + std::to_string(::getpid()) + ".gguf";
+}
+
+double Cosine(std::span<const float> a, const std::vector<float>& b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    ab += static_cast<double>(a[i]) * b[i];
+    aa += static_cast<double>(a[i]) * a[i];
+    bb += static_cast<double>(b[i]) * b[i];
+  }
+  return ab / std::sqrt(aa * bb);
+}
+
+std::vector<int32_t> RandomTokens(uint64_t seed, int n) {
+  auto rng = kx::test::SeededRng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(rng() % 256);
+  return t;
+}
+
+struct Loaded {
+  std::string path;
+  TinyModelWeights weights;
+  std::unique_ptr<kx::Engine> engine;
+  ~Loaded() { ::unlink(path.c_str()); }
+};
+
+std::unique_ptr<Loaded> Load(const TinyModelSpec& spec, const std::string& tag,
+                             kx::EngineOptions opts = {}) {
+  auto out = std::make_unique<Loaded>();
+  out->path = TempPath(tag);
+  auto st = kx::test::WriteTinyModel(out->path, spec, &out->weights);
+  INFO(st.message());
+  REQUIRE(st.ok());
+  if (opts.n_threads == 0) opts.n_threads = 2;
+  auto e = kx::Engine::Load(out->path, opts);
+  INFO(e.status().message());
+  REQUIRE(e.ok());
+  out->engine = std::move(*e);
+  return out;
+}
+
+// Q8 activations (|error| ≤ d/2 per element, d = max|x|/127) and the F16 KV
+// cache (relative error 2^-11) perturb the logits by well under 1% of their
+// norm on these shapes; 0.999 cosine leaves room and still fails on any
+// structural bug (wrong RoPE pairing, GQA mapping, norm, or residual).
+constexpr double kMinCosine = 0.999;
+
+void CheckAgainstReference(const TinyModelSpec& spec, const std::string& tag) {
+  auto m = Load(spec, tag);
+  const auto tokens = RandomTokens(spec.seed + 7, 24);
+  REQUIRE(m->engine->Eval(tokens, /*all_logits=*/true).ok());
+  const auto ref = kx::test::ReferenceForward(spec, m->weights, tokens);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    auto got = m->engine->Logits(static_cast<int>(i));
+    REQUIRE(got.size() == ref[i].size());
+    const double cos = Cosine(got, ref[i]);
+    INFO("position " << i << " cosine " << cos);
+    CHECK(cos >= kMinCosine);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("dense forward matches the float64 reference (Q4_1 weights, Q8_0 tied head)") {
+  TinyModelSpec spec;
+  CheckAgainstReference(spec, "q41");
+}
+
+TEST_CASE("dense forward matches the reference for F16, BF16, F32, Q8_0 weights") {
+  for (kx::GgmlType t : {kx::GgmlType::kF16, kx::GgmlType::kBF16, kx::GgmlType::kF32,
+                         kx::GgmlType::kQ8_0}) {
+    TinyModelSpec spec;
+    spec.weight_type = t;
+    spec.embd_type = t == kx::GgmlType::kQ8_0 ? kx::GgmlType::kF16 : kx::GgmlType::kQ8_0;
+    spec.tied_output = false;
+    spec.seed = 99 + static_cast<uint64_t>(t);
+    INFO("weight type " << kx::TypeName(t));
+    CheckAgainstReference(spec, std::string("t") + kx::TypeName(t));
+  }
+}
+
+TEST_CASE("multi-head attention without GQA and a different RoPE base") {
+  TinyModelSpec spec;
+  spec.n_head = 2;
+  spec.n_head_kv = 2;
+  spec.rope_freq_base = 500.0f;
+  spec.n_layer = 3;
+  CheckAgainstReference(spec, "mha");
+}
+
+TEST_CASE("logits are bit-identical with 1 and 2 threads") {
+  TinyModelSpec spec;
+  kx::EngineOptions one;
+  one.n_threads = 1;
+  kx::EngineOptions two;
+  two.n_threads = 2;
+  auto a = Load(spec, "t1", one);
+  auto b = Load(spec, "t2", two);
+  const auto tokens = RandomTokens(5, 20);
+  REQUIRE(a->engine->Eval(tokens, true).ok());
+  REQUIRE(b->engine->Eval(tokens, true).ok());
+  for (int i = 0; i < 20; ++i) {
+    auto la = a->engine->Logits(i), lb = b->engine->Logits(i);
+    REQUIRE(std::equal(la.begin(), la.end(), lb.begin()));
+  }
+  // And the decode path (one token at a time) too.
+  for (int step = 0; step < 5; ++step) {
+    const int32_t t = tokens[step];
+    REQUIRE(a->engine->Eval({&t, 1}).ok());
+    REQUIRE(b->engine->Eval({&t, 1}).ok());
+    auto la = a->engine->Logits(), lb = b->engine->Logits();
+    REQUIRE(std::equal(la.begin(), la.end(), lb.begin()));
+  }
+}
+
+TEST_CASE("batched prefill agrees with token-by-token decode") {
+  TinyModelSpec spec;
+  kx::EngineOptions opts;
+  opts.n_batch = 8;
+  auto batched = Load(spec, "batched", opts);
+  auto single = Load(spec, "single");
+  const auto tokens = RandomTokens(11, 19);  // 3 batches, the last one partial
+  REQUIRE(batched->engine->Eval(tokens, true).ok());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    REQUIRE(single->engine->Eval({&tokens[i], 1}).ok());
+    auto a = batched->engine->Logits(static_cast<int>(i));
+    auto b = single->engine->Logits();
+    std::vector<float> bv(b.begin(), b.end());
+    INFO("position " << i);
+    CHECK(Cosine(a, bv) >= 0.99999);
+  }
+  CHECK(batched->engine->n_past() == 19);
+}
+
+TEST_CASE("truncating the KV cache and re-evaluating reproduces the logits") {
+  TinyModelSpec spec;
+  auto m = Load(spec, "trunc");
+  const auto tokens = RandomTokens(3, 12);
+  REQUIRE(m->engine->Eval(tokens).ok());
+  auto first = m->engine->Logits();
+  std::vector<float> saved(first.begin(), first.end());
+  m->engine->TruncateKv(6);
+  CHECK(m->engine->n_past() == 6);
+  REQUIRE(m->engine->Eval(std::span<const int32_t>(tokens).subspan(6)).ok());
+  auto again = m->engine->Logits();
+  CHECK(std::equal(again.begin(), again.end(), saved.begin()));
+}
+
+TEST_CASE("bad input is refused and changes nothing") {
+  TinyModelSpec spec;
+  kx::EngineOptions opts;
+  opts.n_ctx = 16;
+  auto m = Load(spec, "bad", opts);
+  const auto tokens = RandomTokens(8, 10);
+  REQUIRE(m->engine->Eval(tokens).ok());
+  std::vector<int32_t> too_many(7, 3);
+  auto st = m->engine->Eval(too_many);
+  CHECK(absl::IsOutOfRange(st));
+  CHECK(std::string(st.message()).find("context is full") != std::string::npos);
+  CHECK(m->engine->n_past() == 10);
+  std::vector<int32_t> bad_id = {5, 256};
+  st = m->engine->Eval(bad_id);
+  CHECK(absl::IsInvalidArgument(st));
+  CHECK(m->engine->n_past() == 10);
+  CHECK(!m->engine->Eval({}).ok());
+
+  kx::EngineOptions big;
+  big.n_ctx = spec.n_ctx_train + 1;
+  std::string path = TempPath("ctx");
+  REQUIRE(kx::test::WriteTinyModel(path, spec, nullptr).ok());
+  auto e = kx::Engine::Load(path, big);
+  CHECK(!e.ok());
+  CHECK(std::string(e.status().message()).find("trained context") != std::string::npos);
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("unsupported architectures and missing files are refused by name") {
+  auto missing = kx::Engine::Load("/nonexistent/model.gguf", {});
+  CHECK(absl::IsNotFound(missing.status()));
+}

@@ -1,0 +1,53 @@
+// Small llama-architecture GGUF models written by kairox's own GGUF writer,
+// with seeded random weights, for tests that must not need a download.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "tensor/dtype.h"
+
+namespace kx::test {
+
+struct TinyModelSpec {
+  int n_layer = 2;
+  int n_embd = 64;
+  int n_ff = 128;
+  int n_head = 4;
+  int n_head_kv = 2;
+  int n_ctx_train = 256;
+  float rope_freq_base = 10000.0f;
+  float rms_eps = 1e-5f;
+  GgmlType weight_type = GgmlType::kQ4_1;  // attention and FFN matrices
+  GgmlType embd_type = GgmlType::kQ8_0;    // token embedding (= LM head when tied)
+  bool tied_output = true;
+  uint64_t seed = 1234;
+};
+
+// The model's float weights as written (after quantization round trip), so a
+// reference forward can use exactly what the file holds.
+struct TinyModelWeights {
+  std::vector<float> tok_embd, output, output_norm;  // output empty when tied
+  struct Layer {
+    std::vector<float> attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
+  };
+  std::vector<Layer> layers;
+};
+
+// Writes a model with a 256-token byte-level vocabulary to `path`; fills
+// `weights` (if not null) with the dequantized values.
+absl::Status WriteTinyModel(const std::string& path, const TinyModelSpec& spec,
+                            TinyModelWeights* weights);
+
+// Quantizes a row of floats to `type` blocks (test-side quantizers, written
+// from the block definitions; Q4_1, Q8_0, F16, BF16, F32).
+std::vector<uint8_t> QuantizeRow(GgmlType type, const std::vector<float>& src);
+
+// Logits of every position of `tokens` by a plain float64 forward pass.
+std::vector<std::vector<float>> ReferenceForward(const TinyModelSpec& spec,
+                                                 const TinyModelWeights& w,
+                                                 const std::vector<int32_t>& tokens);
+
+}  // namespace kx::test

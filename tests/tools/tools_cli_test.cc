@@ -1,0 +1,85 @@
+// kairox-perplexity and kairox-bench: argument errors exit 1 with a message
+// naming the problem; --help and --version exit 0. No model needed.
+#include <string>
+
+#include "catch2/catch.hpp"
+#include "run_program.h"
+
+namespace kx::test {
+namespace {
+
+constexpr const char* kPerplexity = "kairox-perplexity";
+constexpr const char* kBench = "kairox-bench";
+constexpr const char* kMissingModel = "/nonexistent/dir/no-such-model.gguf";
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+TEST_CASE("--help and --version exit 0", "[tools]") {
+  for (const char* program : {kPerplexity, kBench}) {
+    INFO(program);
+    ProgramResult help = RunProgram(program, "--help", true);
+    REQUIRE(help.exit_code == 0);
+    REQUIRE(Contains(help.out, "usage:"));
+    REQUIRE(Contains(help.out, "-m"));
+    ProgramResult version = RunProgram(program, "--version", true);
+    REQUIRE(version.exit_code == 0);
+    REQUIRE(Contains(version.out, program));
+  }
+}
+
+TEST_CASE("a missing model file is an error that names it", "[tools]") {
+  const std::string model = ShellQuote(kMissingModel);
+  ProgramResult ppl = RunProgram(kPerplexity, "-m " + model + " -f " + ShellQuote(__FILE__), true);
+  INFO(ppl.out);
+  REQUIRE(ppl.exit_code == 1);
+  REQUIRE(Contains(ppl.out, kMissingModel));
+  REQUIRE_FALSE(Contains(ppl.out, "PPL ="));
+
+  ProgramResult bench = RunProgram(kBench, "-m " + model + " -p 8 -n 2 -r 1", true);
+  INFO(bench.out);
+  REQUIRE(bench.exit_code == 1);
+  REQUIRE(Contains(bench.out, kMissingModel));
+}
+
+TEST_CASE("perplexity: a missing text file is an error that names it", "[tools]") {
+  ProgramResult r = RunProgram(
+      kPerplexity, "-m " + ShellQuote(kMissingModel) + " -f /nonexistent/text.txt", true);
+  INFO(r.out);
+  REQUIRE(r.exit_code == 1);
+  REQUIRE(Contains(r.out, "/nonexistent/text.txt"));
+}
+
+TEST_CASE("bad arguments exit 1 with a message", "[tools]") {
+  struct Case {
+    const char* program;
+    const char* args;
+    const char* message;
+  };
+  const Case cases[] = {
+      {kPerplexity, "", "no model"},
+      {kPerplexity, "-m x.gguf", "no text"},
+      {kPerplexity, "-m x.gguf -f t.txt -c abc", "-c expects an integer"},
+      {kPerplexity, "-m x.gguf -f t.txt -c 1", "-c expects an integer >= 2"},
+      {kPerplexity, "-m x.gguf -f t.txt --chunks 0", "--chunks expects"},
+      {kPerplexity, "-m x.gguf -f t.txt --bogus", "unknown argument '--bogus'"},
+      {kPerplexity, "-m", "-m needs a value"},
+      {kBench, "", "no model"},
+      {kBench, "-m x.gguf -o csv", "-o expects md or json"},
+      {kBench, "-m x.gguf -r 0", "-r expects an integer >= 1"},
+      {kBench, "-m x.gguf -p 0 -n 0", "nothing to run"},
+      {kBench, "-m x.gguf -t two", "-t expects an integer"},
+      {kBench, "-m x.gguf --frobnicate", "unknown argument '--frobnicate'"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.program << " " << c.args);
+    ProgramResult r = RunProgram(c.program, c.args, true);
+    INFO(r.out);
+    REQUIRE(r.exit_code == 1);
+    REQUIRE(Contains(r.out, c.message));
+  }
+}
+
+}  // namespace
+}  // namespace kx::test
