@@ -45,19 +45,19 @@ Engine::~Engine() = default;
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_path,
                                                      const EngineOptions& options) {
+  KX_ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, Model::Load(model_path));
+  return Create(std::move(model), options);
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Model> model,
+                                                       const EngineOptions& options) {
+  if (model == nullptr) return absl::InvalidArgumentError("Engine::Create: no model");
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  KX_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(model_path));
-  impl->file = std::make_unique<GgufFile>(std::move(file));
-  KX_ASSIGN_OR_RETURN(impl->hp, ReadLlamaHParams(*impl->file));
-  KX_ASSIGN_OR_RETURN(impl->w, BindLlamaWeights(*impl->file, impl->hp));
-  KX_ASSIGN_OR_RETURN(impl->tokenizer, Tokenizer::FromGguf(*impl->file));
+  impl->model = std::move(model);
+  impl->hp = impl->model->hparams();
+  impl->w = impl->model->weights();
   const LlamaHParams& hp = impl->hp;
-  if (impl->tokenizer->n_vocab() != hp.n_vocab) {
-    return absl::InvalidArgumentError(absl::StrCat("tokenizer has ", impl->tokenizer->n_vocab(),
-                                                   " tokens but the embedding has ", hp.n_vocab,
-                                                   " rows"));
-  }
 
   if (options.n_ctx < 0) return absl::InvalidArgumentError("context size must be >= 0");
   if (options.n_ctx > hp.n_ctx_train) {
@@ -114,14 +114,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_pa
   impl->act.resize(2 * B * act_row + 64);
   impl->logits.resize(hp.n_vocab);
 
-  Log().info("loaded {}: {} layers, n_embd {}, n_ff {}, vocab {}, n_ctx {}, {} threads, kernels {}",
-             model_path, hp.n_layer, hp.n_embd, hp.n_ff, hp.n_vocab, impl->n_ctx, n_threads,
+  Log().info("session on {}: {} layers, n_embd {}, n_ff {}, vocab {}, n_ctx {}, {} threads, kernels {}",
+             impl->model->path(), hp.n_layer, hp.n_embd, hp.n_ff, hp.n_vocab, impl->n_ctx, n_threads,
              IsaName(impl->kernels->isa));
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
-const Tokenizer& Engine::tokenizer() const { return *impl_->tokenizer; }
-const GgufFile& Engine::gguf() const { return *impl_->file; }
+const std::shared_ptr<const Model>& Engine::model() const { return impl_->model; }
+const Tokenizer& Engine::tokenizer() const { return impl_->model->tokenizer(); }
+const GgufFile& Engine::gguf() const { return impl_->model->gguf(); }
 const LlamaHParams& Engine::hparams() const { return impl_->hp; }
 int Engine::n_vocab() const { return impl_->hp.n_vocab; }
 int Engine::n_ctx() const { return impl_->n_ctx; }
@@ -178,33 +179,14 @@ std::span<const float> Engine::Logits(int i) const {
 
 void Engine::TruncateKv(int n) { impl_->n_past = std::clamp(n, 0, impl_->n_past); }
 
-uint64_t Engine::WeightBytesPerToken() const {
-  const Impl& m = *impl_;
-  uint64_t bytes = m.w.tok_embd.row_bytes + m.w.output_norm.bytes() + m.w.output.bytes();
-  for (const auto& L : m.w.layers) {
-    for (const WeightRef* wr : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_norm,
-                                &L.ffn_gate, &L.ffn_up, &L.ffn_down}) {
-      bytes += wr->bytes();
-    }
-  }
-  return bytes;
-}
+uint64_t Engine::WeightBytesPerToken() const { return impl_->model->WeightBytesPerToken(); }
 
 uint64_t Engine::KvBytesPerToken() const {
   const Impl& m = *impl_;
   return 2ull * sizeof(uint16_t) * m.hp.n_layer * static_cast<uint64_t>(m.kv_dim) * m.n_past;
 }
 
-double Engine::FlopsPerToken() const {
-  const Impl& m = *impl_;
-  double flops = 2.0 * m.w.output.n_in * m.w.output.n_out;
-  for (const auto& L : m.w.layers) {
-    for (const WeightRef* wr : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down}) {
-      flops += 2.0 * wr->n_in * wr->n_out;
-    }
-  }
-  return flops;
-}
+double Engine::FlopsPerToken() const { return impl_->model->FlopsPerToken(); }
 
 const OpProfile& Engine::profile() const {
   const Impl& m = *impl_;

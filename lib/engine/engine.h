@@ -22,6 +22,7 @@ namespace kx {
 
 class Tokenizer;
 class GgufFile;
+class Model;
 struct LlamaHParams;
 
 struct EngineOptions {
@@ -43,10 +44,15 @@ struct OpProfile {
 
 class Engine {
  public:
+  // Loads the model at `model_path` and creates a session on it.
   static absl::StatusOr<std::unique_ptr<Engine>> Load(const std::string& model_path,
                                                       const EngineOptions& options);
+  // A session on an already loaded model (shared, not copied).
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(std::shared_ptr<const Model> model,
+                                                        const EngineOptions& options);
   ~Engine();
 
+  const std::shared_ptr<const Model>& model() const;
   const Tokenizer& tokenizer() const;
   const GgufFile& gguf() const;
   const LlamaHParams& hparams() const;

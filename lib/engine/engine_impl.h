@@ -9,9 +9,7 @@
 #include "base/thread_pool.h"
 #include "engine/engine.h"
 #include "kernels/cpu/kernels.h"
-#include "model/gguf.h"
-#include "model/llama.h"
-#include "model/tokenizer.h"
+#include "model/model.h"
 
 namespace kx {
 
@@ -32,9 +30,8 @@ enum class Op : int {
 
 struct Engine::Impl {
   EngineOptions options;
-  std::unique_ptr<GgufFile> file;  // owns the mapping every WeightRef points into
-  std::unique_ptr<Tokenizer> tokenizer;
-  LlamaHParams hp;
+  std::shared_ptr<const Model> model;  // keeps the mapping every WeightRef points into alive
+  LlamaHParams hp;                     // copies of the model's small descriptors, for brevity
   LlamaWeights w;
   const cpu::KernelTable* kernels = nullptr;
   std::unique_ptr<ThreadPool> pool;

@@ -9,6 +9,7 @@
 #include "catch2/catch.hpp"
 #include "engine/engine.h"
 #include "engine/tiny_model.h"
+#include "model/model.h"
 #include "test_util.h"
 
 namespace {
@@ -197,4 +198,28 @@ TEST_CASE("bad input is refused and changes nothing") {
 TEST_CASE("unsupported architectures and missing files are refused by name") {
   auto missing = kx::Engine::Load("/nonexistent/model.gguf", {});
   CHECK(absl::IsNotFound(missing.status()));
+}
+
+TEST_CASE("two sessions share one model and keep separate KV caches") {
+  TinyModelSpec spec;
+  const std::string path = TempPath("shared");
+  REQUIRE(kx::test::WriteTinyModel(path, spec, nullptr).ok());
+  auto model = kx::Model::Load(path);
+  REQUIRE(model.ok());
+  ::unlink(path.c_str());  // the mapping stays valid while the model lives
+  auto a = kx::Engine::Create(*model, {});
+  auto b = kx::Engine::Create(*model, {});
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK((*a)->model().get() == (*b)->model().get());
+  const auto tokens = RandomTokens(21, 9);
+  REQUIRE((*a)->Eval(tokens).ok());
+  REQUIRE((*b)->Eval(std::span<const int32_t>(tokens).first(4)).ok());
+  CHECK((*a)->n_past() == 9);
+  CHECK((*b)->n_past() == 4);
+  REQUIRE((*b)->Eval(std::span<const int32_t>(tokens).subspan(4)).ok());
+  auto la = (*a)->Logits(), lb = (*b)->Logits();
+  std::vector<float> bv(lb.begin(), lb.end());
+  CHECK(Cosine(la, bv) >= 0.99999);
+  CHECK(!kx::Engine::Create(nullptr, {}).ok());
 }

@@ -1,0 +1,55 @@
+// Model: one loaded GGUF model — the mapped file, its tokenizer, hyper-
+// parameters and weight views. Immutable once loaded and safe to share
+// between threads and sessions (kx::Engine holds it by shared_ptr), so one
+// model serves many sessions without being loaded twice.
+//
+//   KX_ASSIGN_OR_RETURN(std::shared_ptr<const kx::Model> model, kx::Model::Load(path));
+//   auto a = kx::Engine::Create(model, {});   // two sessions, one copy of the weights
+//   auto b = kx::Engine::Create(model, {});
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "model/gguf.h"
+#include "model/llama.h"
+#include "model/tokenizer.h"
+
+namespace kx {
+
+struct ModelOptions {
+  // Reserved for later options (sidecar path, mlock, no-mmap); the struct
+  // keeps call sites stable as they arrive.
+};
+
+class Model {
+ public:
+  // Maps and validates `path`, reads the architecture, binds the weights and
+  // builds the tokenizer. Fails with a message naming what is wrong.
+  static absl::StatusOr<std::shared_ptr<const Model>> Load(const std::string& path,
+                                                           const ModelOptions& options = {});
+
+  const std::string& path() const { return path_; }
+  const GgufFile& gguf() const { return *file_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const LlamaHParams& hparams() const { return hp_; }
+  const LlamaWeights& weights() const { return weights_; }
+
+  // Bytes of weights one decode step reads (every matrix once, one embedding row).
+  uint64_t WeightBytesPerToken() const;
+  // Floating point operations of one token's matrix products (attention excluded).
+  double FlopsPerToken() const;
+  // Parameters in the weight tensors.
+  uint64_t ParameterCount() const;
+
+ private:
+  Model() = default;
+  std::string path_;
+  std::unique_ptr<GgufFile> file_;  // owns the mapping every WeightRef points into
+  std::unique_ptr<Tokenizer> tokenizer_;
+  LlamaHParams hp_;
+  LlamaWeights weights_;
+};
+
+}  // namespace kx
