@@ -10,7 +10,6 @@
 //
 //   kairox-bench -m model.gguf [-t N] [-p 512] [-n 128] [-r 5] [-d 0] [-o md|json] [--e2e]
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -27,6 +26,7 @@
 #include "base/timer.h"
 #include "bench/probes.h"
 #include "bench/report.h"
+#include "common/cli_args.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
 #include "model/gguf.h"
@@ -74,65 +74,37 @@ void PrintUsage(std::FILE* out) {
                "      --version          print the version\n");
 }
 
-absl::StatusOr<int> ParseInt(const std::string& flag, const char* value, int min_value) {
-  char* end = nullptr;
-  errno = 0;
-  const long v = std::strtol(value, &end, 10);
-  if (errno != 0 || end == value || *end != '\0' || v < min_value || v > (1L << 24)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s expects an integer >= %d, got '%s'", flag, min_value, value));
-  }
-  return static_cast<int>(v);
-}
-
+// Returns the parsed arguments; exit_now is set for --help/--version.
 absl::StatusOr<Args> ParseArgs(int argc, char** argv, bool& exit_now) {
+  constexpr long long kMaxCount = 1 << 24;
+  cli::Args args(argc, argv,
+                 {"-m", "--model", "-t", "--threads", "-p", "--n-prompt", "-n", "--n-gen", "-r",
+                  "--repetitions", "-d", "--n-depth", "-b", "--batch-size", "-o", "--output"},
+                 {"-h", "--help", "--version", "--e2e"});
   Args a;
   exit_now = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> absl::StatusOr<const char*> {
-      if (i + 1 >= argc) return absl::InvalidArgumentError(arg + " needs a value");
-      return argv[++i];
-    };
-    auto int_value = [&](int min_value) -> absl::StatusOr<int> {
-      KX_ASSIGN_OR_RETURN(const char* v, value());
-      return ParseInt(arg, v, min_value);
-    };
-    if (arg == "-h" || arg == "--help") {
-      PrintUsage(stdout);
-      exit_now = true;
-      return a;
-    } else if (arg == "--version") {
-      std::printf("kairox-bench %s\n", KX_VERSION_STRING);
-      exit_now = true;
-      return a;
-    } else if (arg == "-m" || arg == "--model") {
-      KX_ASSIGN_OR_RETURN(a.model, value());
-    } else if (arg == "-t" || arg == "--threads") {
-      KX_ASSIGN_OR_RETURN(a.n_threads, int_value(1));
-    } else if (arg == "-p" || arg == "--n-prompt") {
-      KX_ASSIGN_OR_RETURN(a.n_prompt, int_value(0));
-    } else if (arg == "-n" || arg == "--n-gen") {
-      KX_ASSIGN_OR_RETURN(a.n_gen, int_value(0));
-    } else if (arg == "-r" || arg == "--repetitions") {
-      KX_ASSIGN_OR_RETURN(a.repetitions, int_value(1));
-    } else if (arg == "-d" || arg == "--n-depth") {
-      KX_ASSIGN_OR_RETURN(a.depth, int_value(0));
-    } else if (arg == "-b" || arg == "--batch-size") {
-      KX_ASSIGN_OR_RETURN(a.n_batch, int_value(1));
-    } else if (arg == "-o" || arg == "--output") {
-      KX_ASSIGN_OR_RETURN(const char* v, value());
-      const std::string fmt = v;
-      if (fmt != "md" && fmt != "json") {
-        return absl::InvalidArgumentError("-o expects md or json, got '" + fmt + "'");
-      }
-      a.json = fmt == "json";
-    } else if (arg == "--e2e") {
-      a.e2e = true;
-    } else {
-      return absl::InvalidArgumentError("unknown argument '" + arg + "' (see --help)");
-    }
+  if (args.ok() && args.Has("-h", "--help")) {
+    PrintUsage(stdout);
+    exit_now = true;
+    return a;
   }
+  if (args.ok() && args.Has("--version")) {
+    std::printf("kairox-bench %s\n", KX_VERSION_STRING);
+    exit_now = true;
+    return a;
+  }
+  a.model = args.Str("-m", "--model", "");
+  a.n_threads = static_cast<int>(args.Int("-t", "--threads", a.n_threads, 1, kMaxCount));
+  a.n_prompt = static_cast<int>(args.Int("-p", "--n-prompt", a.n_prompt, 0, kMaxCount));
+  a.n_gen = static_cast<int>(args.Int("-n", "--n-gen", a.n_gen, 0, kMaxCount));
+  a.repetitions = static_cast<int>(args.Int("-r", "--repetitions", a.repetitions, 1, kMaxCount));
+  a.depth = static_cast<int>(args.Int("-d", "--n-depth", a.depth, 0, kMaxCount));
+  a.n_batch = static_cast<int>(args.Int("-b", "--batch-size", a.n_batch, 1, kMaxCount));
+  const std::string fmt = args.Str("-o", "--output", "md");
+  if (fmt != "md" && fmt != "json") args.Fail("-o expects md or json, got '" + fmt + "'");
+  a.json = fmt == "json";
+  a.e2e = args.Has("--e2e");
+  if (!args.ok()) return absl::InvalidArgumentError(args.error());
   if (a.model.empty()) return absl::InvalidArgumentError("no model given (-m MODEL)");
   if (a.n_prompt == 0 && a.n_gen == 0) {
     return absl::InvalidArgumentError("nothing to run: -p and -n are both 0");

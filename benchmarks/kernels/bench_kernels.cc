@@ -1,9 +1,11 @@
-// Kernel microbenchmark: single-threaded matvec throughput (weight GB/s) per
-// weight type and ISA, beside the measured read bandwidth of the same working
-// set (the ceiling for a kernel that streams its weights once), plus matmul's
-// per-column time against matvec's (the prompt-processing win).
+// Kernel microbenchmark: matvec throughput (weight GB/s) per weight type and
+// ISA, on 1 thread and on 2 threads splitting the rows in halves (as the
+// engine does), each beside the measured read bandwidth of the same working
+// set with the same thread count (the ceiling for a kernel that streams its
+// weights once), plus matmul's per-column time against matvec's (the
+// prompt-processing win).
 //
-//   bench_kernels [--repeats N] [--quick] [--only TYPE] [--json FILE]
+//   bench_kernels [--repeats N] [--quick] [--only TYPE] [--isa ISA] [--json FILE]
 //
 // A working set larger than one matrix is made of copies of it, walked in
 // turn like a model's layers, so the big sets come from DRAM.
@@ -11,7 +13,9 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/cpu_features.h"
@@ -31,8 +35,31 @@ struct Shape {
 struct Result {
   std::string type, isa, shape;
   uint64_t ws_bytes;
-  double gbps, ceiling_gbps;
+  double gbps, ceiling_gbps;      // 1 thread
+  double gbps2, ceiling_gbps2;    // 2 threads (0: not measured)
 };
+
+constexpr int kThreads2 = 2;
+constexpr int64_t kRowAlign = 16;  // thread shares start at a multiple of this
+
+// Seconds for fn(i), i < n_threads, run at once (the caller is thread 0).
+template <class Fn>
+double TimeConcurrently(int n_threads, const Fn& fn) {
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int i = 1; i < n_threads; ++i) {
+    threads.emplace_back([&, i] {
+      while (!go.load(std::memory_order_acquire)) {
+      }
+      fn(i);
+    });
+  }
+  Stopwatch sw;
+  go.store(true, std::memory_order_release);
+  fn(0);
+  for (std::thread& t : threads) t.join();
+  return sw.ElapsedSeconds();
+}
 
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr int kSamplesPerRepeat = 5;
@@ -65,9 +92,11 @@ std::vector<uint8_t> RandomBytes(uint64_t bytes, GgmlType type, std::mt19937_64&
   return w;
 }
 
-// Median weight GB/s of matvec over `copies` consecutive copies of a matrix.
+// Median weight GB/s of matvec over `copies` consecutive copies of a matrix,
+// with n_threads threads each computing a contiguous share of every matrix's
+// rows (no barrier between matrices: the kernel's rate, not the pool's).
 double MatvecGbps(const cpu::TypeKernels& k, const Shape& s, uint64_t ws_bytes, int repeats,
-                  std::mt19937_64& rng) {
+                  int n_threads, std::mt19937_64& rng) {
   const uint64_t mat_bytes = static_cast<uint64_t>(s.rows) * (s.n / GetTypeInfo(k.type).block_size) *
                              GetTypeInfo(k.type).block_bytes;
   const uint64_t copies = std::max<uint64_t>(1, ws_bytes / mat_bytes);
@@ -77,23 +106,29 @@ double MatvecGbps(const cpu::TypeKernels& k, const Shape& s, uint64_t ws_bytes, 
   std::vector<uint8_t> act(k.act_bytes(s.n));
   k.quantize_act(x.data(), s.n, act.data());
   const size_t row_bytes = mat_bytes / s.rows;
-  auto pass = [&] {
+  const int64_t share = (s.rows / n_threads + kRowAlign - 1) / kRowAlign * kRowAlign;
+  auto pass = [&](int ith) {
+    const int64_t r0 = std::min<int64_t>(s.rows, ith * share);
+    const int64_t r1 = ith == n_threads - 1 ? s.rows : std::min<int64_t>(s.rows, r0 + share);
     for (uint64_t c = 0; c < copies; ++c) {
-      k.matvec(w.data() + c * mat_bytes, row_bytes, s.n, s.rows, act.data(), y.data());
+      k.matvec(w.data() + c * mat_bytes + r0 * row_bytes, row_bytes, s.n, r1 - r0, act.data(),
+               y.data() + r0);
     }
   };
-  pass();  // warm-up
+  int passes = 1;
+  auto run = [&](int ith) {
+    for (int p = 0; p < passes; ++p) pass(ith);
+  };
+  TimeConcurrently(n_threads, run);  // warm-up
   // Short samples (~2 ms, at least one pass), many of them: on a shared
-  // machine a long sample almost always includes time the thread was
+  // machine a long sample almost always includes time a thread was
   // descheduled, while the median of short ones reflects the kernel.
-  Stopwatch probe;
-  pass();
-  const int passes = std::max(1, static_cast<int>(0.002 / std::max(1e-9, probe.ElapsedSeconds())));
+  const double probe = TimeConcurrently(n_threads, run);
+  passes = std::max(1, static_cast<int>(0.002 / std::max(1e-9, probe)));
   std::vector<double> gbps;
   for (int r = 0; r < repeats * kSamplesPerRepeat; ++r) {
-    Stopwatch sw;
-    for (int p = 0; p < passes; ++p) pass();
-    gbps.push_back(static_cast<double>(copies * mat_bytes) * passes / sw.ElapsedSeconds() * 1e-9);
+    const double sec = TimeConcurrently(n_threads, run);
+    gbps.push_back(static_cast<double>(copies * mat_bytes) * passes / sec * 1e-9);
   }
   return Median(gbps);
 }
@@ -131,13 +166,15 @@ int Main(int argc, char** argv) {
   bool quick = false;
   const char* json_path = nullptr;
   const char* only = nullptr;  // one type name, e.g. Q4_1
+  const char* only_isa = nullptr;  // one ISA name, e.g. avx512vnni
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else if (!std::strcmp(argv[i], "--isa") && i + 1 < argc) only_isa = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--repeats N] [--quick] [--only TYPE] [--json FILE]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--repeats N] [--quick] [--only TYPE] [--isa ISA] [--json FILE]\n", argv[0]);
       return 2;
     }
   }
@@ -148,32 +185,47 @@ int Main(int argc, char** argv) {
   const GgmlType kTypes[] = {GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kF16, GgmlType::kBF16,
                              GgmlType::kF32};
   std::vector<Result> results;
-  std::printf("CPU: %s; best ISA %s; single thread; medians of %d\n\n",
-              GetCpuFeatures().brand.c_str(), IsaName(GetCpuFeatures().BestIsa()), repeats);
-  std::printf("| type  | isa        | shape      | working set | matvec GB/s | read GB/s | ratio |\n");
-  std::printf("|-------|------------|------------|-------------|-------------|-----------|-------|\n");
-  auto row = [&](const cpu::TypeKernels& k, Isa isa, const Shape& s, uint64_t ws) {
+  std::printf("CPU: %s; best ISA %s; medians of %d; 2T = %d threads on row halves\n\n",
+              GetCpuFeatures().brand.c_str(), IsaName(GetCpuFeatures().BestIsa()), repeats,
+              kThreads2);
+  std::printf("| type  | isa        | shape      | working set | matvec GB/s | read GB/s | ratio "
+              "| 2T matvec | 2T read | 2T ratio |\n");
+  std::printf("|-------|------------|------------|-------------|-------------|-----------|-------"
+              "|-----------|---------|----------|\n");
+  auto row = [&](const cpu::TypeKernels& k, Isa isa, const Shape& s, uint64_t ws, bool two) {
     const uint64_t mat = static_cast<uint64_t>(s.rows) * (s.n / GetTypeInfo(k.type).block_size) *
                          GetTypeInfo(k.type).block_bytes;
     const uint64_t used = std::max<uint64_t>(1, ws / mat) * mat;
-    const double g = MatvecGbps(k, s, ws, repeats, rng);
-    const double ceil = cpu::MeasureReadBandwidthGBps(used, 1, repeats);
-    std::printf("| %-5s | %-10s | %-10s | %8.2f MB | %11.2f | %9.2f | %5.2f |\n", TypeName(k.type),
+    const double g = MatvecGbps(k, s, ws, repeats, 1, rng);
+    const double ceil = cpu::MeasureReadBandwidthGBps(used, 1, repeats * kSamplesPerRepeat);
+    double g2 = 0, ceil2 = 0;
+    if (two) {
+      g2 = MatvecGbps(k, s, ws, repeats, kThreads2, rng);
+      ceil2 = cpu::MeasureReadBandwidthGBps(used, kThreads2, repeats * kSamplesPerRepeat);
+    }
+    std::printf("| %-5s | %-10s | %-10s | %8.2f MB | %11.2f | %9.2f | %5.2f ", TypeName(k.type),
                 IsaName(isa), s.name, static_cast<double>(used) / 1e6, g, ceil, g / ceil);
+    if (two) {
+      std::printf("| %9.2f | %7.2f | %8.2f |\n", g2, ceil2, g2 / ceil2);
+    } else {
+      std::printf("|         - |       - |        - |\n");
+    }
     std::fflush(stdout);
-    results.push_back({TypeName(k.type), IsaName(isa), s.name, used, g, ceil});
+    results.push_back({TypeName(k.type), IsaName(isa), s.name, used, g, ceil, g2, ceil2});
   };
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni}) {
     const cpu::KernelTable* t = cpu::KernelsFor(isa);
-    if (t == nullptr) continue;
+    if (t == nullptr || (only_isa && std::strcmp(only_isa, IsaName(isa)) != 0)) continue;
     for (GgmlType ty : kTypes) {
       if (only && std::strcmp(only, TypeName(ty)) != 0) continue;
       const cpu::TypeKernels& k = *t->For(ty);
-      for (const Shape& s : {kUpGate, kDown}) row(k, isa, s, 0);
-      if (ty == GgmlType::kQ8_0) row(k, isa, kHead, 0);
-      if ((ty == GgmlType::kQ4_1 || ty == GgmlType::kQ8_0) && !(quick && isa == Isa::kScalar)) {
-        row(k, isa, kDown, 1 * kMiB);
-        if (!quick) row(k, isa, kDown, 256 * kMiB);
+      const bool quant = ty == GgmlType::kQ4_1 || ty == GgmlType::kQ8_0;
+      const bool two = quant && isa != Isa::kScalar;
+      for (const Shape& s : {kUpGate, kDown}) row(k, isa, s, 0, two);
+      if (ty == GgmlType::kQ8_0) row(k, isa, kHead, 0, two);
+      if (quant && !(quick && isa == Isa::kScalar)) {
+        // DRAM: a working set well past the L3, like a decode step's ~98 MB.
+        if (!quick) row(k, isa, ty == GgmlType::kQ8_0 ? kHead : kDown, 256 * kMiB, two);
       }
     }
   }
@@ -182,7 +234,7 @@ int Main(int argc, char** argv) {
   std::printf("|-------|------------|------------|-------|-----------|-----------|---------|\n");
   for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni}) {
     const cpu::KernelTable* t = cpu::KernelsFor(isa);
-    if (t == nullptr) continue;
+    if (t == nullptr || (only_isa && std::strcmp(only_isa, IsaName(isa)) != 0)) continue;
     for (GgmlType ty : kTypes) {
       if (only && std::strcmp(only, TypeName(ty)) != 0) continue;
       MatmulVsMatvec(*t->For(ty), kUpGate, 64, repeats, rng, IsaName(isa));
@@ -199,9 +251,11 @@ int Main(int argc, char** argv) {
       const Result& r = results[i];
       std::fprintf(f,
                    "  {\"type\": \"%s\", \"isa\": \"%s\", \"shape\": \"%s\", \"working_set_bytes\": "
-                   "%llu, \"matvec_gbps\": %.3f, \"read_gbps\": %.3f}%s\n",
+                   "%llu, \"matvec_gbps\": %.3f, \"read_gbps\": %.3f, \"matvec_gbps_2t\": "
+                   "%.3f, \"read_gbps_2t\": %.3f}%s\n",
                    r.type.c_str(), r.isa.c_str(), r.shape.c_str(),
-                   static_cast<unsigned long long>(r.ws_bytes), r.gbps, r.ceiling_gbps,
+                   static_cast<unsigned long long>(r.ws_bytes), r.gbps, r.ceiling_gbps, r.gbps2,
+                   r.ceiling_gbps2,
                    i + 1 < results.size() ? "," : "");
     }
     std::fprintf(f, "]\n");

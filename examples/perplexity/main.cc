@@ -10,7 +10,6 @@
 // scored (the first half only gives them context). The running perplexity
 // goes to stderr; the last line of stdout is "PPL = <value> +/- <stderr>".
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +22,7 @@
 
 #include "base/status.h"
 #include "base/timer.h"
+#include "common/cli_args.h"
 #include "engine/engine.h"
 #include "model/tokenizer.h"
 #include "nlohmann/json.hpp"
@@ -66,57 +66,33 @@ void PrintUsage(std::FILE* out) {
                kDefaultContext);
 }
 
-absl::StatusOr<int> ParseInt(const std::string& flag, const char* value, int min_value) {
-  char* end = nullptr;
-  errno = 0;
-  const long v = std::strtol(value, &end, 10);
-  if (errno != 0 || end == value || *end != '\0' || v < min_value || v > (1L << 30)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s expects an integer >= %d, got '%s'", flag, min_value, value));
-  }
-  return static_cast<int>(v);
-}
-
 // Returns the parsed arguments; exit_now is set for --help/--version.
 absl::StatusOr<Args> ParseArgs(int argc, char** argv, bool& exit_now) {
+  constexpr long long kMaxCount = 1 << 30;
+  cli::Args args(argc, argv,
+                 {"-m", "--model", "-f", "--file", "--tokens-json", "-c", "--ctx-size",
+                  "--chunks", "-t", "--threads", "-b", "--batch-size"},
+                 {"-h", "--help", "--version"});
   Args a;
   exit_now = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> absl::StatusOr<const char*> {
-      if (i + 1 >= argc) return absl::InvalidArgumentError(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "-h" || arg == "--help") {
-      PrintUsage(stdout);
-      exit_now = true;
-      return a;
-    } else if (arg == "--version") {
-      std::printf("kairox-perplexity %s\n", KX_VERSION_STRING);
-      exit_now = true;
-      return a;
-    } else if (arg == "-m" || arg == "--model") {
-      KX_ASSIGN_OR_RETURN(a.model, value());
-    } else if (arg == "-f" || arg == "--file") {
-      KX_ASSIGN_OR_RETURN(a.text_file, value());
-    } else if (arg == "--tokens-json") {
-      KX_ASSIGN_OR_RETURN(a.tokens_json, value());
-    } else if (arg == "-c" || arg == "--ctx-size") {
-      KX_ASSIGN_OR_RETURN(const char* v, value());
-      KX_ASSIGN_OR_RETURN(a.n_ctx, ParseInt(arg, v, 2));
-    } else if (arg == "--chunks") {
-      KX_ASSIGN_OR_RETURN(const char* v, value());
-      KX_ASSIGN_OR_RETURN(a.n_chunks, ParseInt(arg, v, 1));
-    } else if (arg == "-t" || arg == "--threads") {
-      KX_ASSIGN_OR_RETURN(const char* v, value());
-      KX_ASSIGN_OR_RETURN(a.n_threads, ParseInt(arg, v, 1));
-    } else if (arg == "-b" || arg == "--batch-size") {
-      KX_ASSIGN_OR_RETURN(const char* v, value());
-      KX_ASSIGN_OR_RETURN(a.n_batch, ParseInt(arg, v, 1));
-    } else {
-      return absl::InvalidArgumentError("unknown argument '" + arg + "' (see --help)");
-    }
+  if (args.ok() && args.Has("-h", "--help")) {
+    PrintUsage(stdout);
+    exit_now = true;
+    return a;
   }
+  if (args.ok() && args.Has("--version")) {
+    std::printf("kairox-perplexity %s\n", KX_VERSION_STRING);
+    exit_now = true;
+    return a;
+  }
+  a.model = args.Str("-m", "--model", "");
+  a.text_file = args.Str("-f", "--file", "");
+  a.tokens_json = args.Str("--tokens-json", "", "");
+  a.n_ctx = static_cast<int>(args.Int("-c", "--ctx-size", a.n_ctx, 2, kMaxCount));
+  a.n_chunks = static_cast<int>(args.Int("--chunks", "", a.n_chunks, 1, kMaxCount));
+  a.n_threads = static_cast<int>(args.Int("-t", "--threads", a.n_threads, 1, kMaxCount));
+  a.n_batch = static_cast<int>(args.Int("-b", "--batch-size", a.n_batch, 1, kMaxCount));
+  if (!args.ok()) return absl::InvalidArgumentError(args.error());
   if (a.model.empty()) return absl::InvalidArgumentError("no model given (-m MODEL)");
   if (a.text_file.empty() && a.tokens_json.empty()) {
     return absl::InvalidArgumentError("no text given (-f TEXT or --tokens-json FILE)");
