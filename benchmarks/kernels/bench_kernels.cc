@@ -10,10 +10,10 @@
 // A working set larger than one matrix is made of copies of it, walked in
 // turn like a model's layers, so the big sets come from DRAM.
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <random>
-#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,8 +35,8 @@ struct Shape {
 struct Result {
   std::string type, isa, shape;
   uint64_t ws_bytes;
-  double gbps, ceiling_gbps;      // 1 thread
-  double gbps2, ceiling_gbps2;    // 2 threads (0: not measured)
+  double gbps, ceiling_gbps;    // 1 thread
+  double gbps2, ceiling_gbps2;  // 2 threads (0: not measured)
 };
 
 constexpr int kThreads2 = 2;
@@ -97,7 +97,8 @@ std::vector<uint8_t> RandomBytes(uint64_t bytes, GgmlType type, std::mt19937_64&
 // rows (no barrier between matrices: the kernel's rate, not the pool's).
 double MatvecGbps(const cpu::TypeKernels& k, const Shape& s, uint64_t ws_bytes, int repeats,
                   int n_threads, std::mt19937_64& rng) {
-  const uint64_t mat_bytes = static_cast<uint64_t>(s.rows) * (s.n / GetTypeInfo(k.type).block_size) *
+  const uint64_t mat_bytes = static_cast<uint64_t>(s.rows) *
+                             (s.n / GetTypeInfo(k.type).block_size) *
                              GetTypeInfo(k.type).block_bytes;
   const uint64_t copies = std::max<uint64_t>(1, ws_bytes / mat_bytes);
   const std::vector<uint8_t> w = RandomBytes(copies * mat_bytes, k.type, rng);
@@ -136,7 +137,8 @@ double MatvecGbps(const cpu::TypeKernels& k, const Shape& s, uint64_t ws_bytes, 
 // Seconds per column: matmul over ncols columns vs matvec per column.
 void MatmulVsMatvec(const cpu::TypeKernels& k, const Shape& s, int64_t ncols, int repeats,
                     std::mt19937_64& rng, const char* isa) {
-  const uint64_t row_bytes = (s.n / GetTypeInfo(k.type).block_size) * GetTypeInfo(k.type).block_bytes;
+  const uint64_t row_bytes =
+      (s.n / GetTypeInfo(k.type).block_size) * GetTypeInfo(k.type).block_bytes;
   const std::vector<uint8_t> w = RandomBytes(row_bytes * s.rows, k.type, rng);
   const size_t stride = k.act_bytes(s.n);
   std::vector<uint8_t> acts(stride * ncols);
@@ -156,8 +158,8 @@ void MatmulVsMatvec(const cpu::TypeKernels& k, const Shape& s, int64_t ncols, in
     }
     mv.push_back(sw.ElapsedSeconds() / ncols);
   }
-  std::printf("| %-5s | %-10s | %-10s | %5lld | %10.2f | %10.2f | %6.2fx |\n", TypeName(k.type), isa,
-              s.name, static_cast<long long>(ncols), Median(mm) * 1e6, Median(mv) * 1e6,
+  std::printf("| %-5s | %-10s | %-10s | %5lld | %10.2f | %10.2f | %6.2fx |\n", TypeName(k.type),
+              isa, s.name, static_cast<long long>(ncols), Median(mm) * 1e6, Median(mv) * 1e6,
               Median(mv) / Median(mm));
 }
 
@@ -165,16 +167,23 @@ int Main(int argc, char** argv) {
   int repeats = 7;
   bool quick = false;
   const char* json_path = nullptr;
-  const char* only = nullptr;  // one type name, e.g. Q4_1
+  const char* only = nullptr;      // one type name, e.g. Q4_1
   const char* only_isa = nullptr;  // one ISA name, e.g. avx512vnni
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--quick")) quick = true;
-    else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
-    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-    else if (!std::strcmp(argv[i], "--isa") && i + 1 < argc) only_isa = argv[++i];
+    if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc)
+      repeats = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--quick"))
+      quick = true;
+    else if (!std::strcmp(argv[i], "--json") && i + 1 < argc)
+      json_path = argv[++i];
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc)
+      only = argv[++i];
+    else if (!std::strcmp(argv[i], "--isa") && i + 1 < argc)
+      only_isa = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--repeats N] [--quick] [--only TYPE] [--isa ISA] [--json FILE]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--repeats N] [--quick] [--only TYPE] [--isa ISA] [--json FILE]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -188,10 +197,12 @@ int Main(int argc, char** argv) {
   std::printf("CPU: %s; best ISA %s; medians of %d; 2T = %d threads on row halves\n\n",
               GetCpuFeatures().brand.c_str(), IsaName(GetCpuFeatures().BestIsa()), repeats,
               kThreads2);
-  std::printf("| type  | isa        | shape      | working set | matvec GB/s | read GB/s | ratio "
-              "| 2T matvec | 2T read | 2T ratio |\n");
-  std::printf("|-------|------------|------------|-------------|-------------|-----------|-------"
-              "|-----------|---------|----------|\n");
+  std::printf(
+      "| type  | isa        | shape      | working set | matvec GB/s | read GB/s | ratio "
+      "| 2T matvec | 2T read | 2T ratio |\n");
+  std::printf(
+      "|-------|------------|------------|-------------|-------------|-----------|-------"
+      "|-----------|---------|----------|\n");
   auto row = [&](const cpu::TypeKernels& k, Isa isa, const Shape& s, uint64_t ws, bool two) {
     const uint64_t mat = static_cast<uint64_t>(s.rows) * (s.n / GetTypeInfo(k.type).block_size) *
                          GetTypeInfo(k.type).block_bytes;
@@ -229,7 +240,7 @@ int Main(int argc, char** argv) {
       }
     }
   }
-  std::printf("\nmatmul vs matvec, microseconds per column (1536x576 weights):\n\n");
+  std::printf("\nmatmul vs matvec, microseconds per column (single thread, weights in cache):\n\n");
   std::printf("| type  | isa        | shape      | ncols | matmul us | matvec us | speedup |\n");
   std::printf("|-------|------------|------------|-------|-----------|-----------|---------|\n");
   for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni}) {
@@ -237,7 +248,9 @@ int Main(int argc, char** argv) {
     if (t == nullptr || (only_isa && std::strcmp(only_isa, IsaName(isa)) != 0)) continue;
     for (GgmlType ty : kTypes) {
       if (only && std::strcmp(only, TypeName(ty)) != 0) continue;
-      MatmulVsMatvec(*t->For(ty), kUpGate, 64, repeats, rng, IsaName(isa));
+      for (const Shape& s : {kUpGate, kDown}) {
+        MatmulVsMatvec(*t->For(ty), s, 64, repeats, rng, IsaName(isa));
+      }
     }
   }
   if (json_path) {
@@ -249,14 +262,14 @@ int Main(int argc, char** argv) {
     std::fprintf(f, "[\n");
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
-      std::fprintf(f,
-                   "  {\"type\": \"%s\", \"isa\": \"%s\", \"shape\": \"%s\", \"working_set_bytes\": "
-                   "%llu, \"matvec_gbps\": %.3f, \"read_gbps\": %.3f, \"matvec_gbps_2t\": "
-                   "%.3f, \"read_gbps_2t\": %.3f}%s\n",
-                   r.type.c_str(), r.isa.c_str(), r.shape.c_str(),
-                   static_cast<unsigned long long>(r.ws_bytes), r.gbps, r.ceiling_gbps, r.gbps2,
-                   r.ceiling_gbps2,
-                   i + 1 < results.size() ? "," : "");
+      std::fprintf(
+          f,
+          "  {\"type\": \"%s\", \"isa\": \"%s\", \"shape\": \"%s\", \"working_set_bytes\": "
+          "%llu, \"matvec_gbps\": %.3f, \"read_gbps\": %.3f, \"matvec_gbps_2t\": "
+          "%.3f, \"read_gbps_2t\": %.3f}%s\n",
+          r.type.c_str(), r.isa.c_str(), r.shape.c_str(),
+          static_cast<unsigned long long>(r.ws_bytes), r.gbps, r.ceiling_gbps, r.gbps2,
+          r.ceiling_gbps2, i + 1 < results.size() ? "," : "");
     }
     std::fprintf(f, "]\n");
     std::fclose(f);

@@ -7,7 +7,8 @@
 namespace kx::cpu {
 namespace {
 
-constexpr int kTypeSlots = static_cast<int>(sizeof(KernelTable::types) / sizeof(KernelTable::types[0]));
+constexpr int kTypeSlots =
+    static_cast<int>(sizeof(KernelTable::types) / sizeof(KernelTable::types[0]));
 
 void Put(KernelTable* t, const TypeKernels& k) {
   const auto id = static_cast<uint32_t>(k.type);
@@ -29,7 +30,8 @@ KernelTable MakeAvx2() {
   KernelTable t{};
   t.isa = Isa::kAvx2;
   t.vec = avx2::kVec;
-  for (const TypeKernels* k : {&avx2::kQ4_1, &avx2::kQ8_0, &avx2::kF16, &avx2::kBF16, &avx2::kF32}) {
+  for (const TypeKernels* k :
+       {&avx2::kQ4_1, &avx2::kQ8_0, &avx2::kF16, &avx2::kBF16, &avx2::kF32}) {
     Put(&t, *k);
   }
   return t;
@@ -39,7 +41,9 @@ KernelTable MakeAvx512(bool vnni) {
   KernelTable t{};
   t.isa = vnni ? Isa::kAvx512Vnni : Isa::kAvx512;
   t.vec = avx512::kVec;
-  Put(&t, vnni ? avx512::kQ4_1Vnni : avx512::kQ4_1);
+  // VBMI is not part of any Isa level (Cascade Lake has VNNI without it).
+  const bool vbmi = __builtin_cpu_supports("avx512vbmi");
+  Put(&t, !vnni ? avx512::kQ4_1 : vbmi ? avx512::kQ4_1VnniVbmi : avx512::kQ4_1Vnni);
   Put(&t, vnni ? avx512::kQ8_0Vnni : avx512::kQ8_0);
   for (const TypeKernels* k : {&avx512::kF16, &avx512::kBF16, &avx512::kF32}) Put(&t, *k);
   return t;
@@ -59,10 +63,14 @@ const KernelTable* KernelsFor(Isa isa) {
   static const KernelTable kAvx512Vnni = MakeAvx512(true);
   if (static_cast<int>(isa) > static_cast<int>(GetCpuFeatures().BestIsa())) return nullptr;
   switch (isa) {
-    case Isa::kScalar: return &kScalar;
-    case Isa::kAvx2: return &kAvx2;
-    case Isa::kAvx512: return &kAvx512;
-    case Isa::kAvx512Vnni: return &kAvx512Vnni;
+    case Isa::kScalar:
+      return &kScalar;
+    case Isa::kAvx2:
+      return &kAvx2;
+    case Isa::kAvx512:
+      return &kAvx512;
+    case Isa::kAvx512Vnni:
+      return &kAvx512Vnni;
   }
   return nullptr;
 }

@@ -33,9 +33,10 @@ struct BlockQ8_0 {
 };
 static_assert(sizeof(BlockQ8_0) == 34);
 
-// Largest |q| the activation quantizer emits. Never -128, so SIMD code may
-// negate activation bytes (the sign trick) without overflow.
-inline constexpr int kQ8AMax = 127;
+// Largest |q| the activation quantizer emits. Never -32768: vpmaddwd
+// overflows only for a pair of (-32768)·(-32768) products, which then cannot
+// occur whatever the weights.
+inline constexpr int kQ16AMax = 32767;
 
 // Unaligned little-endian loads (blocks sit at any byte offset in a GGUF).
 inline uint16_t LoadU16(const void* p) {
@@ -54,13 +55,13 @@ inline float LoadF32(const void* p) {
 // cvtps2dq (round-to-nearest-even) bit for bit.
 inline float RoundHalfEven(float x) {
   constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
-  return (x + kMagic) - kMagic;  // not reassociated: no -ffast-math anywhere
+  return (x + kMagic) - kMagic;          // not reassociated: no -ffast-math anywhere
 }
 
-// BlockQ8A activation preparation (shared by every ISA so that all tables
+// BlockQ16A activation preparation (shared by every ISA so that all tables
 // produce byte-identical activations; it is O(n), the matvec is O(rows·n)).
-size_t Q8AActBytes(int64_t n);
-void QuantizeQ8A(const float* x, int64_t n, void* dst);
+size_t Q16AActBytes(int64_t n);
+void QuantizeQ16A(const float* x, int64_t n, void* dst);
 // F32 "activations" for the float weight types: a plain copy.
 size_t F32ActBytes(int64_t n);
 void CopyF32Act(const float* x, int64_t n, void* dst);
@@ -94,6 +95,7 @@ extern const TypeKernels kQ4_1;
 extern const TypeKernels kQ8_0;
 extern const TypeKernels kQ4_1Vnni;
 extern const TypeKernels kQ8_0Vnni;
+extern const TypeKernels kQ4_1VnniVbmi;  // needs AVX512_VBMI on top of VNNI
 extern const TypeKernels kF16;
 extern const TypeKernels kBF16;
 extern const TypeKernels kF32;

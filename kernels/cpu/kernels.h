@@ -24,16 +24,21 @@
 
 namespace kx::cpu {
 
-// Activation block for the quantized dot products: 32 int8 values q with
-// x ≈ d·q, and s = d·Σq (the block sum, which Q4_1/Q5_1's min term needs).
-struct BlockQ8A {
+// Activation block for the quantized dot products: 32 int16 values q with
+// x ≈ d·q, d = max|x|/32767, and s = d·Σq (the block sum, which the min term
+// of Q4_1/Q5_1/K-quants needs). 16 bits because 8-bit activations are too
+// coarse for models with outlier channels (SmolLM2: cosine 0.969 vs float32,
+// 16-bit: > 0.9999). The 32 values are one 512-bit vector, in element order,
+// so any weight type's kernels can use them (vpmaddwd / vpdpwssd against
+// weights widened to int16).
+struct BlockQ16A {
   float d;
   float s;
-  int8_t qs[32];
+  int16_t qs[32];
 };
-static_assert(sizeof(BlockQ8A) == 40);
+static_assert(sizeof(BlockQ16A) == 72);
 
-inline constexpr int kQ8ABlock = 32;
+inline constexpr int kQ16ABlock = 32;
 
 // Kernels for one weight type on one ISA. All sizes n are multiples of the
 // type's block size. Pointers need no particular alignment.

@@ -24,6 +24,10 @@ struct TileArgs {
   size_t act_stride;
   float* y;
   int64_t ldy;
+  // Optional: activations already rearranged by the kernel for its inner
+  // loop (column c at prep + c·prep_stride), in the caller's stack scratch.
+  const uint8_t* prep = nullptr;
+  size_t prep_stride = 0;
 };
 
 template <class K, int kR, int kC>
@@ -59,14 +63,19 @@ template <class K, int kMatvecRows, int kMatmulRows, int kMatmulCols>
 struct TiledEntryPoints {
   static void Matvec(const void* w, size_t row_bytes, int64_t n, int64_t rows, const void* act,
                      float* y) {
-    const TileArgs a{static_cast<const uint8_t*>(w), row_bytes, n,
-                     static_cast<const uint8_t*>(act), 0, y, 0};
+    const TileArgs a{
+        static_cast<const uint8_t*>(w), row_bytes, n, static_cast<const uint8_t*>(act), 0, y, 0};
     TileDriver<K, kMatvecRows, 1>::Run(a, rows, 1);
   }
   static void Matmul(const void* w, size_t row_bytes, int64_t n, int64_t rows, const void* act,
                      size_t act_stride, int64_t ncols, float* y, int64_t ldy) {
-    const TileArgs a{static_cast<const uint8_t*>(w), row_bytes, n,
-                     static_cast<const uint8_t*>(act), act_stride, y, ldy};
+    const TileArgs a{static_cast<const uint8_t*>(w),
+                     row_bytes,
+                     n,
+                     static_cast<const uint8_t*>(act),
+                     act_stride,
+                     y,
+                     ldy};
     TileDriver<K, kMatmulRows, kMatmulCols>::Run(a, rows, ncols);
   }
 };

@@ -29,7 +29,8 @@ inline uint16_t GetU16(const uint8_t* p) {
 
 // Random rows of `type`: scales like a trained model's (|d| ~ 1e-3..1e-2),
 // every quant value possible (Q8_0 includes -128, which a file may hold).
-inline std::vector<uint8_t> RandomRows(GgmlType type, int64_t n, int64_t rows, std::mt19937_64& rng) {
+inline std::vector<uint8_t> RandomRows(GgmlType type, int64_t n, int64_t rows,
+                                       std::mt19937_64& rng) {
   std::vector<uint8_t> w(RowBytes(type, n) * static_cast<size_t>(rows));
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_int_distribution<int> byte(0, 255);
@@ -90,21 +91,24 @@ inline double WeightAt(GgmlType type, const uint8_t* row, int64_t i) {
       const uint8_t* b = row + (i / 32) * 34;
       return static_cast<double>(cpu::HalfToFloat(GetU16(b))) * static_cast<int8_t>(b[2 + i % 32]);
     }
-    case GgmlType::kF16: return cpu::HalfToFloat(GetU16(row + 2 * i));
-    case GgmlType::kBF16: return cpu::Bf16ToFloat(GetU16(row + 2 * i));
+    case GgmlType::kF16:
+      return cpu::HalfToFloat(GetU16(row + 2 * i));
+    case GgmlType::kBF16:
+      return cpu::Bf16ToFloat(GetU16(row + 2 * i));
     case GgmlType::kF32: {
       float v;
       std::memcpy(&v, row + 4 * i, sizeof v);
       return v;
     }
-    default: return NAN;
+    default:
+      return NAN;
   }
 }
 
-// The activation element the kernels actually multiply: d·q for BlockQ8A.
+// The activation element the kernels actually multiply: d·q for BlockQ16A.
 inline double ActAt(GgmlType type, const uint8_t* act, int64_t i) {
   if (IsQuantized(type)) {
-    cpu::BlockQ8A b;
+    cpu::BlockQ16A b;
     std::memcpy(&b, act + (i / 32) * sizeof b, sizeof b);
     return static_cast<double>(b.d) * b.qs[i % 32];
   }
@@ -125,12 +129,15 @@ inline double AbsTermWeight(GgmlType type, const uint8_t* row, int64_t i) {
 // Bound on float32 rounding error for a kernel's dot product of a row: every
 // implementation sums at most n/block + 16 rounded terms in any chain (the
 // scalar reference one chain of n/block terms; SIMD lanes plus a 16-lane
-// tree), each term carrying ≤ 3 roundings: |err| ≤ 2·k·u·Σ|terms|.
+// tree), each term carrying ≤ 4 roundings (int32 → float of the block's
+// integer sum, which with 16-bit activations may exceed 2^24; d_w·d_x; the
+// product; for Q4_1 the min term m·s): |err| ≤ 2·k·u·Σ|terms|.
 inline double DotErrorBound(GgmlType type, const uint8_t* row, int64_t n, const uint8_t* act) {
   double abs_sum = 0;
-  for (int64_t i = 0; i < n; ++i) abs_sum += AbsTermWeight(type, row, i) * std::fabs(ActAt(type, act, i));
+  for (int64_t i = 0; i < n; ++i)
+    abs_sum += AbsTermWeight(type, row, i) * std::fabs(ActAt(type, act, i));
   const int64_t block = IsQuantized(type) ? 32 : 1;
-  const double k = static_cast<double>(n / block + 16 + 3);
+  const double k = static_cast<double>(n / block + 16 + 4);
   return 2.0 * k * kF32Eps * abs_sum + 1e-30;
 }
 

@@ -1,8 +1,7 @@
 // Every SIMD table the CPU can run, function by function, against the scalar
 // reference on seeded random data.
-#include <catch2/catch.hpp>
-
 #include <bit>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -10,6 +9,7 @@
 
 #include "base/cpu_features.h"
 #include "kernel_test_util.h"
+#include "kernels/cpu/internal.h"
 #include "test_util.h"
 
 namespace kx::test {
@@ -148,6 +148,98 @@ TEST_CASE("matvec and matmul match the scalar reference", "[kernels][isa]") {
   }
 }
 
+// The integer range at its limit: every Q8_0 weight -128 or 127 and every
+// activation ±32767 (|Σ| per block = 32·128·32767 = 2^27 in the scalar int32
+// sum; 8 such products per SIMD lane). All ISAs must agree with the exact
+// float64 value within DotErrorBound.
+TEST_CASE("quantized matvec is exact at the extremes of the int16 range", "[kernels][isa]") {
+  auto rng = SeededRng(707);
+  const int64_t n = 96, rows = 5;  // 3 blocks: a pair and the odd tail
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni}) {
+    const KernelTable* t = cpu::KernelsFor(isa);
+    if (t == nullptr) continue;
+    for (GgmlType ty : {GgmlType::kQ4_1, GgmlType::kQ8_0}) {
+      INFO(IsaName(isa) << " " << TypeName(ty));
+      const TypeKernels* k = t->For(ty);
+      const size_t rb = RowBytes(ty, n);
+      std::vector<uint8_t> w = RandomRows(ty, n, rows, rng);
+      const size_t block_bytes = ty == GgmlType::kQ8_0 ? 34 : 20;
+      for (size_t off = 0; off < w.size(); off += block_bytes) {
+        if (ty == GgmlType::kQ8_0) {
+          const uint8_t v = (rng() & 1) ? 0x80 : 0x7f;
+          std::memset(&w[off + 2], v, 32);
+        } else {
+          std::memset(&w[off + 4], 0xff, 16);  // all nibbles 15
+        }
+      }
+      std::vector<float> x(n);
+      const float sign = (rng() & 1) ? 1.0f : -1.0f;
+      for (int64_t i = 0; i < n; ++i) x[i] = sign * 3.0f;  // every q = ±32767
+      std::vector<uint8_t> act(k->act_bytes(n));
+      k->quantize_act(x.data(), n, act.data());
+      std::vector<float> y = Poisoned(rows);
+      k->matvec(w.data(), rb, n, rows, act.data(), y.data());
+      CheckGuard(y, rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        double exact = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          exact += WeightAt(ty, w.data() + r * rb, i) * ActAt(ty, act.data(), i);
+        }
+        REQUIRE(std::fabs(y[r] - exact) <= DotErrorBound(ty, w.data() + r * rb, n, act.data()));
+      }
+    }
+  }
+}
+
+// Variants that a table holds only on some CPUs (the VNNI table takes the
+// VBMI Q4_1 kernels where the CPU has VBMI, the generic ones elsewhere):
+// each that this CPU runs, against the scalar reference as above.
+TEST_CASE("CPU-dependent kernel variants match the scalar reference", "[kernels][isa]") {
+  auto rng = SeededRng(909);
+  const bool vnni = cpu::KernelsFor(Isa::kAvx512Vnni) != nullptr;
+  const bool vbmi = vnni && __builtin_cpu_supports("avx512vbmi");
+  struct Variant {
+    const char* name;
+    const TypeKernels* k;
+    bool runnable;
+  };
+  const Variant kVariants[] = {{"avx512vnni Q4_1 generic", &cpu::avx512::kQ4_1Vnni, vnni},
+                               {"avx512vnni+vbmi Q4_1", &cpu::avx512::kQ4_1VnniVbmi, vbmi}};
+  const TypeKernels* r = cpu::KernelsFor(Isa::kScalar)->For(GgmlType::kQ4_1);
+  for (const Variant& v : kVariants) {
+    if (!v.runnable) continue;
+    for (int64_t n : SizesFor(GgmlType::kQ4_1)) {
+      for (int64_t rows : {1, 4, 5, 9}) {
+        INFO(v.name << " n=" << n << " rows=" << rows);
+        const size_t rb = RowBytes(GgmlType::kQ4_1, n);
+        const std::vector<uint8_t> w = RandomRows(GgmlType::kQ4_1, n, rows, rng);
+        const int64_t ncols = 1 + static_cast<int64_t>(rng() % 7);
+        const size_t stride = v.k->act_bytes(n);
+        std::vector<uint8_t> acts(stride * ncols);
+        for (int64_t c = 0; c < ncols; ++c) {
+          const std::vector<float> x = RandomActs(n, rng);
+          v.k->quantize_act(x.data(), n, acts.data() + c * stride);
+        }
+        std::vector<float> ym = Poisoned(rows * ncols);
+        v.k->matmul(w.data(), rb, n, rows, acts.data(), stride, ncols, ym.data(), rows);
+        CheckGuard(ym, rows * ncols);
+        for (int64_t c = 0; c < ncols; ++c) {
+          const uint8_t* act = acts.data() + c * stride;
+          std::vector<float> y = Poisoned(rows), y_ref = Poisoned(rows);
+          v.k->matvec(w.data(), rb, n, rows, act, y.data());
+          r->matvec(w.data(), rb, n, rows, act, y_ref.data());
+          CheckGuard(y, rows);
+          for (int64_t i = 0; i < rows; ++i) {
+            REQUIRE(std::fabs(static_cast<double>(y[i]) - y_ref[i]) <=
+                    2 * DotErrorBound(GgmlType::kQ4_1, w.data() + i * rb, n, act));
+            REQUIRE(ym[c * rows + i] == y[i]);
+          }
+        }
+      }
+    }
+  }
+}
+
 // A row's result must not depend on how rows are split (threads offset w, y).
 TEST_CASE("matvec rows are independent of the split", "[kernels][isa]") {
   auto rng = SeededRng(303);
@@ -202,8 +294,8 @@ TEST_CASE("vector kernels match the scalar reference", "[kernels][isa]") {
         abs32 += std::fabs(a[i] * b[i]);
       }
       const double k = static_cast<double>(n + 16);
-      CHECK(std::fabs(v.dot_f16_f32(h.data(), b.data(), n) - r.dot_f16_f32(h.data(), b.data(), n)) <=
-            2 * 2 * k * kF32Eps * abs16 + 1e-30);
+      CHECK(std::fabs(v.dot_f16_f32(h.data(), b.data(), n) -
+                      r.dot_f16_f32(h.data(), b.data(), n)) <= 2 * 2 * k * kF32Eps * abs16 + 1e-30);
       CHECK(std::fabs(v.dot_f32(a.data(), b.data(), n) - r.dot_f32(a.data(), b.data(), n)) <=
             2 * 2 * k * kF32Eps * abs32 + 1e-30);
 

@@ -16,12 +16,6 @@ inline float HSum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// u8 × s8, summed over 4-byte groups into 8 int32 lanes. maddubs saturates its
-// int16 pair sums: callers keep 2·|u|·|s| ≤ 32767.
-inline __m256i DotU8S8(__m256i u, __m256i s) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
-}
-
 inline float HalfAt(const uint8_t* p) { return _cvtsh_ss(LoadU16(p)); }
 
 }  // namespace kx::cpu::avx2

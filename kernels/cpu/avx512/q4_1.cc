@@ -3,8 +3,8 @@
 
 namespace kx::cpu::avx512 {
 
-const TypeKernels kQ4_1 = {GgmlType::kQ4_1,          &Q8AActBytes,
-                           &QuantizeQ8A,             &Q4_1Entry<false>::Matvec,
+const TypeKernels kQ4_1 = {GgmlType::kQ4_1,          &Q16AActBytes,
+                           &QuantizeQ16A,             &Q4_1Entry<false>::Matvec,
                            &Q4_1Entry<false>::Matmul, &ref::DequantizeQ4_1};
 
 }  // namespace kx::cpu::avx512

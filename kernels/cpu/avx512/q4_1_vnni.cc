@@ -1,10 +1,10 @@
-// AVX-512 VNNI Q4_1 kernels (vpdpbusd); see q4_1.h.
+// AVX-512 VNNI Q4_1 kernels (vpdpwssd); see q4_1.h.
 #include "kernels/cpu/avx512/q4_1.h"
 
 namespace kx::cpu::avx512 {
 
-const TypeKernels kQ4_1Vnni = {GgmlType::kQ4_1,         &Q8AActBytes,
-                               &QuantizeQ8A,            &Q4_1Entry<true>::Matvec,
+const TypeKernels kQ4_1Vnni = {GgmlType::kQ4_1,         &Q16AActBytes,
+                               &QuantizeQ16A,            &Q4_1Entry<true>::Matvec,
                                &Q4_1Entry<true>::Matmul, &ref::DequantizeQ4_1};
 
 }  // namespace kx::cpu::avx512

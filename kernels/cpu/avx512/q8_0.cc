@@ -3,8 +3,8 @@
 
 namespace kx::cpu::avx512 {
 
-const TypeKernels kQ8_0 = {GgmlType::kQ8_0,          &Q8AActBytes,
-                           &QuantizeQ8A,             &Q8_0Entry<false>::Matvec,
+const TypeKernels kQ8_0 = {GgmlType::kQ8_0,          &Q16AActBytes,
+                           &QuantizeQ16A,             &Q8_0Entry<false>::Matvec,
                            &Q8_0Entry<false>::Matmul, &ref::DequantizeQ8_0};
 
 }  // namespace kx::cpu::avx512

@@ -1,10 +1,10 @@
-// AVX-512 VNNI Q8_0 kernels (vpdpbusd with the +128 bias); see q8_0.h.
+// AVX-512 VNNI Q8_0 kernels (vpdpwssd); see q8_0.h.
 #include "kernels/cpu/avx512/q8_0.h"
 
 namespace kx::cpu::avx512 {
 
-const TypeKernels kQ8_0Vnni = {GgmlType::kQ8_0,         &Q8AActBytes,
-                               &QuantizeQ8A,            &Q8_0Entry<true>::Matvec,
+const TypeKernels kQ8_0Vnni = {GgmlType::kQ8_0,         &Q16AActBytes,
+                               &QuantizeQ16A,            &Q8_0Entry<true>::Matvec,
                                &Q8_0Entry<true>::Matmul, &ref::DequantizeQ8_0};
 
 }  // namespace kx::cpu::avx512
