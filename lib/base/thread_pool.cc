@@ -17,6 +17,28 @@ namespace {
 // enough to bridge the gap between two tokens of a running generation loop,
 // short enough that an idle program sleeps.
 constexpr int64_t kColdSpinNs = 2'000'000;
+// Pauses before a spinning thread starts yielding its core: when more
+// threads are runnable than there are cores (other programs, a loaded CI
+// machine), the thread being waited for may be descheduled, and spinning on
+// would only delay it.
+constexpr int64_t kSpinNsBeforeYield = 20'000;
+
+// One step of a wait loop: pause, and once the wait has lasted
+// kSpinNsBeforeYield, yield the core instead. `spins` and `start_ns` belong
+// to the caller's loop and start at 0.
+inline void Backoff(uint32_t& spins, int64_t& start_ns) {
+  if ((++spins & 63) != 0) {
+    KX_CPU_RELAX();
+    return;
+  }
+  const int64_t now = NowNs();
+  if (start_ns == 0) start_ns = now;
+  if (now - start_ns < kSpinNsBeforeYield) {
+    KX_CPU_RELAX();
+  } else {
+    std::this_thread::yield();
+  }
+}
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
@@ -58,18 +80,23 @@ void ThreadPool::RunErased(JobFn fn, void* ctx) {
   generation_.fetch_add(1, std::memory_order_seq_cst);
   if (sleepers_.load(std::memory_order_seq_cst) > 0) generation_.notify_all();
   fn(ctx, 0, n_threads_);
-  while (remaining_.load(std::memory_order_acquire) != 0) KX_CPU_RELAX();
+  uint32_t spins = 0;
+  int64_t wait_start = 0;
+  while (remaining_.load(std::memory_order_acquire) != 0) Backoff(spins, wait_start);
 }
 
 void ThreadPool::WorkerLoop(int ith) {
   uint64_t seen = 0;
   while (true) {
-    int64_t spin_start = 0;
-    uint32_t spins = 0;
+    int64_t spin_start = 0, hot_start = 0;
+    uint32_t spins = 0, hot_spins = 0;
     uint64_t gen;
     while ((gen = generation_.load(std::memory_order_acquire)) == seen) {
+      if (hot_.load(std::memory_order_relaxed) > 0) {
+        Backoff(hot_spins, hot_start);
+        continue;
+      }
       KX_CPU_RELAX();
-      if (hot_.load(std::memory_order_relaxed) > 0) continue;
       if ((++spins & 1023) != 0) continue;
       if (spin_start == 0) spin_start = NowNs();
       if (NowNs() - spin_start < kColdSpinNs) continue;
