@@ -10,5 +10,16 @@ cd "$(dirname "$0")/.."
 cmake/install_deps.sh
 cmake --preset release >/dev/null
 cmake --build --preset release
-cmake/fetch_model.sh >/dev/null
+model=$(cmake/fetch_model.sh)
 ctest --preset release
+
+# The Python package (capi/python, ctypes over build/lib/libkairox.so) and its
+# pytest tests, in a virtual environment under build/ (PyPI once, for pytest and numpy).
+venv=build/venv
+if [[ ! -x $venv/bin/pytest ]]; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --upgrade pip setuptools pytest numpy
+fi
+"$venv/bin/pip" install -q --no-build-isolation --no-deps ./capi/python
+KAIROX_LIBRARY="$PWD/build/lib/libkairox.so" KAIROX_TINY_WRITER="$PWD/build/tests/kx_write_tiny_model" \
+  KAIROX_TEST_MODEL="$model" "$venv/bin/python" -m pytest -q tests/python

@@ -1,14 +1,45 @@
-/* kairox — the stable C ABI.
+/* kairox — the stable C ABI (C99; usable from C++, Python ctypes, anything with a C FFI).
  *
- * This header grows with the C ABI issue; for now it carries the version
- * query that every later entry point builds on. C99, no C++ needed.
+ *   kx_model* model = NULL;
+ *   if (kx_model_load("model.gguf", NULL, &model) != KX_STATUS_OK) {
+ *     fprintf(stderr, "%s\n", kx_last_error());
+ *     return 1;
+ *   }
+ *   kx_session* session = NULL;
+ *   kx_session_create(model, NULL, &session);
+ *   kx_generate_params gp;
+ *   kx_generate_params_init(&gp, sizeof gp);
+ *   gp.max_tokens = 64;
+ *   gp.on_token = print_piece;            // int32_t print_piece(void*, int32_t, const char*, uint64_t)
+ *   kx_session_generate(session, NULL, "Once upon a time", &gp, NULL);
+ *   kx_session_free(session);
+ *   kx_model_free(model);
  *
- *   #include <kairox/kairox.h>
- *   printf("kairox %s\n", kx_version_string());
+ * Conventions (every function follows them):
+ * - Fallible calls return kx_status (KX_STATUS_OK = 0) and write results through pointers.
+ *   On failure kx_last_error() has a message naming the problem, outputs are left unwritten
+ *   unless a declaration says otherwise (e.g. the size of a too-small buffer), and every
+ *   handle passed in is still valid and in the state it was before the call.
+ * - Nothing throws across this boundary; running out of memory is KX_STATUS_OUT_OF_MEMORY.
+ * - Objects are created by kx_<object>_create/_load and destroyed by kx_<object>_free;
+ *   kx_<object>_free(NULL) does nothing.
+ * - Structs passed in or out start with `uint32_t struct_size`, set by the caller to
+ *   sizeof(the struct it was compiled with) (the _init functions do it). Fields are only
+ *   appended, so a program built against an older header keeps working: the library reads
+ *   and writes only the first struct_size bytes.
+ * - Strings are NUL-terminated UTF-8 unless a length is passed with them. Variable-size
+ *   outputs use buffer negotiation: pass (NULL, 0) to get the required size with
+ *   KX_STATUS_OK, or a buffer; a too-small buffer gives KX_STATUS_BUFFER_TOO_SMALL with the
+ *   required size written and the buffer untouched.
+ * - Threads: a kx_model is immutable and may be used from any number of threads at once.
+ *   A kx_session or kx_sampler is used by one thread at a time (different sessions may run
+ *   concurrently, each with its own worker threads).
+ * - The ABI is append-only: values and functions are never renumbered or removed.
  */
 #ifndef KAIROX_KAIROX_H_
 #define KAIROX_KAIROX_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 #if defined(_WIN32)
@@ -23,11 +54,329 @@
 extern "C" {
 #endif
 
+/* ---------------------------------------------------------------- version, errors, logs */
+
 /* The library's version as (major << 16) | (minor << 8) | patch. Thread-safe. */
 KX_API uint32_t kx_version(void);
 
 /* The version as "major.minor.patch"; a static string, never freed. Thread-safe. */
 KX_API const char* kx_version_string(void);
+
+typedef enum kx_status {
+  KX_STATUS_OK = 0,
+  KX_STATUS_INVALID_ARGUMENT = 1, /* a NULL pointer, an out-of-range value, ... */
+  KX_STATUS_NOT_FOUND = 2,        /* a file that does not exist */
+  KX_STATUS_IO_ERROR = 3,         /* a file that cannot be read */
+  KX_STATUS_INVALID_MODEL = 4,    /* a corrupt, truncated or unsupported model file */
+  KX_STATUS_UNSUPPORTED = 5,      /* a valid request this build cannot serve (a device) */
+  KX_STATUS_UNIMPLEMENTED = 6,    /* an option accepted by the ABI but not implemented yet */
+  KX_STATUS_OUT_OF_MEMORY = 7,
+  KX_STATUS_BUFFER_TOO_SMALL = 8, /* the required size was written; retry with more room */
+  KX_STATUS_CONTEXT_FULL = 9,     /* the tokens do not fit the session's context */
+  KX_STATUS_CANCELLED = 10,       /* a callback asked to stop */
+  KX_STATUS_INVALID_STATE = 11,   /* e.g. logits asked for before any evaluation */
+  KX_STATUS_INTERNAL = 12         /* a kairox bug; the message says where */
+} kx_status;
+
+/* A static name for a status ("KX_STATUS_OK", ...; "KX_STATUS_UNKNOWN" otherwise). */
+KX_API const char* kx_status_name(kx_status status);
+
+/* The message of the last failed call on this thread ("" if none failed yet). Thread-local;
+ * valid until the next failing kx_ call on the same thread. Successful calls leave it. */
+KX_API const char* kx_last_error(void);
+
+typedef enum kx_log_level {
+  KX_LOG_TRACE = 0,
+  KX_LOG_DEBUG = 1,
+  KX_LOG_INFO = 2,
+  KX_LOG_WARN = 3,
+  KX_LOG_ERROR = 4,
+  KX_LOG_OFF = 6
+} kx_log_level;
+
+/* Receives each log line (without a trailing newline). Called on whichever thread logs,
+ * possibly concurrently from several; must not call back into kairox. */
+typedef void (*kx_log_callback)(void* user_data, kx_log_level level, const char* message);
+
+/* Sends kairox's log lines to `callback` (NULL: back to stderr, the default). `user_data`
+ * must stay valid until the callback is replaced. Process-wide; do not call it while
+ * another thread is inside kairox. */
+KX_API kx_status kx_set_log_callback(kx_log_callback callback, void* user_data);
+
+/* Lines below `level` are dropped (default KX_LOG_WARN, or $KAIROX_LOG_LEVEL). Process-wide. */
+KX_API kx_status kx_set_log_level(kx_log_level level);
+
+/* ---------------------------------------------------------------- model */
+
+typedef struct kx_model kx_model;
+typedef struct kx_model_options kx_model_options;
+
+/* Memory tiers for budgets. */
+typedef enum kx_tier { KX_TIER_GPU = 0, KX_TIER_RAM = 1 } kx_tier;
+
+/* Load progress in [0, 1]; return 0 to continue, non-zero to cancel the load. Called on the
+ * loading thread. Progress is reported at stages (opening 0, weights bound 0.5, ready 1). */
+typedef int32_t (*kx_progress_callback)(void* user_data, float progress);
+
+/* Options for kx_model_load. Owned by the caller; not used after kx_model_load returns.
+ * Defaults: no sidecar, threads 0 (all cores), device "cpu", no budgets, mmap on. */
+KX_API kx_status kx_model_options_create(kx_model_options** out);
+KX_API void kx_model_options_free(kx_model_options* options);
+/* The sparse-inference sidecar (predictors, neuron groups). Stored; not used yet. NULL clears. */
+KX_API kx_status kx_model_options_set_sidecar_path(kx_model_options* options, const char* path);
+/* Default worker threads of sessions on this model (0: all cores the process may use). */
+KX_API kx_status kx_model_options_set_threads(kx_model_options* options, int32_t n_threads);
+/* "cpu" only in this version; anything else is KX_STATUS_UNSUPPORTED. */
+KX_API kx_status kx_model_options_set_device(kx_model_options* options, const char* device);
+/* Bytes the model may use in `tier` (0: no limit). Stored; enforced once tiering lands. */
+KX_API kx_status kx_model_options_set_budget(kx_model_options* options, kx_tier tier,
+                                             uint64_t bytes);
+/* Non-zero: map the file (the default). Zero (read into memory) is KX_STATUS_UNIMPLEMENTED. */
+KX_API kx_status kx_model_options_set_mmap(kx_model_options* options, int32_t use_mmap);
+/* NULL clears. `user_data` must be valid during kx_model_load. */
+KX_API kx_status kx_model_options_set_progress_callback(kx_model_options* options,
+                                                        kx_progress_callback callback,
+                                                        void* user_data);
+
+/* Maps, validates and prepares the GGUF model at `path`; `options` may be NULL (defaults).
+ * On success *out owns the model (free with kx_model_free). Fails with NOT_FOUND, IO_ERROR,
+ * INVALID_MODEL (corrupt or unsupported file: the message names the key or tensor),
+ * UNIMPLEMENTED, CANCELLED (by the progress callback) or OUT_OF_MEMORY; *out is untouched. */
+KX_API kx_status kx_model_load(const char* path, const kx_model_options* options,
+                               kx_model** out);
+
+/* Releases the caller's reference. Sessions created on the model keep the weights alive,
+ * so a model may be freed before its sessions. kx_model_free(NULL) does nothing. */
+KX_API void kx_model_free(kx_model* model);
+
+typedef struct kx_model_info {
+  uint32_t struct_size;
+  int32_t n_layer;
+  int32_t n_embd;
+  int32_t n_ff;
+  int32_t n_head;
+  int32_t n_head_kv;
+  int32_t n_vocab;
+  int32_t n_ctx_train;
+  int32_t bos_token; /* -1: none */
+  int32_t eos_token; /* -1: none */
+  int32_t eot_token; /* -1: none */
+  int32_t add_bos;   /* 1 when tokenizing with KX_TOKENIZE_ADD_SPECIAL prepends BOS */
+  uint64_t n_params;
+  uint64_t weight_bytes_per_token; /* bytes of weights one decode step reads */
+  /* The strings below are owned by the model, valid until kx_model_free. */
+  const char* arch;               /* general.architecture, e.g. "llama" */
+  const char* chat_template_kind; /* how kairox formats chats: "chatml" or "generic" */
+  const char* chat_template;      /* the model's Jinja source ("" when it has none) */
+  const char* path;
+} kx_model_info;
+
+/* Fills `info` (info->struct_size set by the caller). Thread-safe. */
+KX_API kx_status kx_model_get_info(const kx_model* model, kx_model_info* info);
+
+/* ---------------------------------------------------------------- tokens and text */
+
+enum {
+  KX_TOKENIZE_ADD_SPECIAL = 1,   /* BOS/EOS as the model asks */
+  KX_TOKENIZE_PARSE_SPECIAL = 2, /* "<|im_start|>" in the text becomes that control token */
+  KX_DETOKENIZE_RENDER_SPECIAL = 1 /* control tokens give their text (else nothing) */
+};
+
+/* Text (text_len bytes; any bytes accepted) → token ids. Buffer negotiation: *n_tokens is
+ * always set to the number of ids; `tokens` may be NULL when capacity is 0. Thread-safe. */
+KX_API kx_status kx_tokenize(const kx_model* model, const char* text, uint64_t text_len,
+                             uint32_t flags, int32_t* tokens, uint64_t capacity,
+                             uint64_t* n_tokens);
+
+/* Token ids → bytes, NUL-terminated. *length is set to the byte count without the NUL, so
+ * `capacity` must be at least *length + 1. The bytes may end inside a UTF-8 character when
+ * the ids do. An id outside [0, n_vocab) is INVALID_ARGUMENT. Thread-safe. */
+KX_API kx_status kx_detokenize(const kx_model* model, const int32_t* tokens, uint64_t n_tokens,
+                               uint32_t flags, char* text, uint64_t capacity, uint64_t* length);
+
+/* Non-zero when `token` ends a generation (EOS, EOT, <|im_end|>, ...). Thread-safe. */
+KX_API kx_status kx_model_is_end_of_generation(const kx_model* model, int32_t token,
+                                               int32_t* is_end);
+
+typedef struct kx_chat_message {
+  const char* role; /* "system", "user", "assistant" */
+  const char* content;
+} kx_chat_message;
+
+enum {
+  KX_CHAT_ADD_GENERATION_PROMPT = 1, /* end with the opening of an assistant turn */
+  KX_CHAT_NO_DEFAULT_SYSTEM = 2      /* do not insert the template's built-in system prompt */
+};
+
+/* Formats a conversation with the model's chat template (recognised natively, see
+ * kx_model_info.chat_template_kind) into prompt text, NUL-terminated, with the same buffer
+ * negotiation as kx_detokenize. Tokenize the result with KX_TOKENIZE_PARSE_SPECIAL.
+ * Thread-safe. */
+KX_API kx_status kx_model_apply_chat_template(const kx_model* model,
+                                              const kx_chat_message* messages,
+                                              uint64_t n_messages, uint32_t flags, char* text,
+                                              uint64_t capacity, uint64_t* length);
+
+/* ---------------------------------------------------------------- sessions */
+
+typedef struct kx_session kx_session;
+
+typedef struct kx_session_params {
+  uint32_t struct_size;
+  int32_t n_ctx;     /* context in tokens; 0: min(trained context, 4096) */
+  int32_t n_batch;   /* tokens per prefill batch; 0: 64 */
+  int32_t n_threads; /* 0: the model options' threads (0 there: all cores) */
+  uint64_t seed;     /* seed of the session's default sampler (generate with sampler NULL) */
+} kx_session_params;
+
+/* Fills the defaults and sets struct_size (pass sizeof *params). */
+KX_API kx_status kx_session_params_init(kx_session_params* params, uint32_t struct_size);
+
+/* A sequence (KV cache, token history, statistics) on `model`; `params` may be NULL. The
+ * session holds a reference to the model's weights. Free with kx_session_free. */
+KX_API kx_status kx_session_create(const kx_model* model, const kx_session_params* params,
+                                   kx_session** out);
+KX_API void kx_session_free(kx_session* session);
+
+enum { KX_EVAL_ALL_LOGITS = 1 /* keep logits of every token, not only the last */ };
+
+/* Appends `tokens` after the session's n_past tokens and evaluates them. Fails, changing
+ * nothing, with CONTEXT_FULL when they do not fit or INVALID_ARGUMENT for an id out of
+ * range. A call with more than one token counts as prompt processing in the statistics. */
+KX_API kx_status kx_session_eval(kx_session* session, const int32_t* tokens,
+                                 uint64_t n_tokens, uint32_t flags);
+
+/* Logits (n_vocab floats) of token `index` of the last evaluation (-1: its last token;
+ * other indices need KX_EVAL_ALL_LOGITS). *logits points into the session, valid until the
+ * next call that changes it (eval, generate, truncate, reset, free). INVALID_STATE when
+ * there are none (nothing evaluated since the last truncate/reset). */
+KX_API kx_status kx_session_get_logits(const kx_session* session, int32_t index,
+                                       const float** logits, int32_t* n_vocab);
+
+/* Tokens in the KV cache (n_past) and its capacity (n_ctx). */
+KX_API kx_status kx_session_get_n_past(const kx_session* session, int32_t* n_past);
+KX_API kx_status kx_session_get_n_ctx(const kx_session* session, int32_t* n_ctx);
+
+/* The n_past token ids in the KV cache, with buffer negotiation (*n_tokens always set). */
+KX_API kx_status kx_session_get_tokens(const kx_session* session, int32_t* tokens,
+                                       uint64_t capacity, uint64_t* n_tokens);
+
+/* Keeps the first n_keep tokens (0 <= n_keep <= n_past) and drops the rest. Logits are gone
+ * until the next evaluation (generate re-evaluates the last token when it needs them). */
+KX_API kx_status kx_session_truncate(kx_session* session, int32_t n_keep);
+
+/* Clears the KV cache and history (truncate to 0) and re-seeds the default sampler.
+ * Statistics are kept (kx_session_reset_stats clears them). */
+KX_API kx_status kx_session_reset(kx_session* session);
+
+/* ---------------------------------------------------------------- sampling */
+
+typedef struct kx_sampler kx_sampler;
+
+/* The chain runs in this order: repetition penalty → (temperature <= 0: argmax, done) →
+ * top-k → min-p → top-p → temperature → seeded draw. Same seed + inputs → same tokens on
+ * every platform. */
+typedef struct kx_sampler_params {
+  uint32_t struct_size;
+  float temperature;    /* default 0.8; <= 0: greedy */
+  int32_t top_k;        /* default 40; <= 0: off */
+  float top_p;          /* default 0.95; >= 1: off */
+  float min_p;          /* default 0.05; <= 0: off */
+  float repeat_penalty; /* default 1 (off) */
+  int32_t repeat_last_n; /* default 64; 0: off; < 0: whole history */
+  uint32_t reserved;    /* 0 */
+  uint64_t seed;        /* default 0xC0FFEE */
+} kx_sampler_params;
+
+KX_API kx_status kx_sampler_params_init(kx_sampler_params* params, uint32_t struct_size);
+
+/* A sampler; `params` may be NULL (defaults). Independent of any model or session. */
+KX_API kx_status kx_sampler_create(const kx_sampler_params* params, kx_sampler** out);
+KX_API void kx_sampler_free(kx_sampler* sampler);
+/* Restarts the random sequence from `seed`. */
+KX_API kx_status kx_sampler_reset(kx_sampler* sampler, uint64_t seed);
+
+/* Draws from `logits` (n_vocab floats) with `history` (may be NULL when n_history is 0)
+ * for the repetition penalty. */
+KX_API kx_status kx_sampler_sample_logits(kx_sampler* sampler, const float* logits,
+                                          int32_t n_vocab, const int32_t* history,
+                                          uint64_t n_history, int32_t* token);
+
+/* Draws from the session's last logits with its token history. INVALID_STATE without logits. */
+KX_API kx_status kx_sampler_sample(kx_sampler* sampler, const kx_session* session,
+                                   int32_t* token);
+
+/* ---------------------------------------------------------------- generation */
+
+/* Called once per generated token, on the generating thread, with the text that token
+ * completed: whole UTF-8 characters only (possibly "" while a character or a possible stop
+ * string is held back); `text` is NUL-terminated and valid during the call. A final call
+ * with token = -1 delivers held-back text, if any. Return 0 to go on, non-zero to stop. */
+typedef int32_t (*kx_token_callback)(void* user_data, int32_t token, const char* text,
+                                     uint64_t text_len);
+
+typedef struct kx_generate_params {
+  uint32_t struct_size;
+  int32_t max_tokens;              /* default 256; -1: until end of generation or context */
+  const char** stop_strings;       /* may be NULL; generation stops at the first one */
+  uint32_t n_stop_strings;
+  uint32_t flags;                  /* 0 (reserved) */
+  /* Polled before each token; set it non-zero (from any thread or a signal handler) to
+   * stop. May be NULL. */
+  const volatile int32_t* abort_flag;
+  kx_token_callback on_token; /* may be NULL */
+  void* user_data;
+} kx_generate_params;
+
+KX_API kx_status kx_generate_params_init(kx_generate_params* params, uint32_t struct_size);
+
+typedef enum kx_stop_reason {
+  KX_STOP_END_OF_GENERATION = 0,
+  KX_STOP_MAX_TOKENS = 1,
+  KX_STOP_STRING = 2,
+  KX_STOP_CONTEXT_FULL = 3,
+  KX_STOP_ABORTED = 4,  /* the abort flag */
+  KX_STOP_CALLBACK = 5  /* on_token returned non-zero */
+} kx_stop_reason;
+
+typedef struct kx_generate_result {
+  uint32_t struct_size;
+  int32_t n_tokens;    /* tokens generated (each was evaluated into the session) */
+  int32_t n_prompt;    /* prompt tokens evaluated */
+  int32_t stop_reason; /* a kx_stop_reason */
+} kx_generate_result;
+
+/* Evaluates `prompt` (may be NULL or "": continue from the session's state; tokenized with
+ * KX_TOKENIZE_PARSE_SPECIAL, plus ADD_SPECIAL when the session is empty), then samples with
+ * `sampler` (NULL: the session's default sampler) until a stop. Every generated token is
+ * evaluated into the session, so a later call continues the text; the end-of-generation
+ * token is not. The streamed text excludes a matched stop string (its tokens are in the
+ * session). A prompt that does not fit is CONTEXT_FULL with nothing changed; a full context
+ * during generation is a normal stop. `params` and `result` may be NULL. */
+KX_API kx_status kx_session_generate(kx_session* session, kx_sampler* sampler,
+                                     const char* prompt, const kx_generate_params* params,
+                                     kx_generate_result* result);
+
+/* ---------------------------------------------------------------- statistics */
+
+/* Counters since the session was created or kx_session_reset_stats. Grows by appending
+ * (bytes per memory tier, reloads and stalls will come with tiering). */
+typedef struct kx_stats {
+  uint32_t struct_size;
+  int32_t n_threads;
+  uint64_t n_prompt_tokens;        /* tokens evaluated in batches of more than one */
+  uint64_t n_gen_tokens;           /* tokens evaluated one at a time */
+  uint64_t n_evals;                /* evaluation calls */
+  double prompt_seconds;
+  double gen_seconds;              /* evaluating one token at a time */
+  double sample_seconds;
+  double prompt_tokens_per_second; /* 0 when nothing was processed */
+  double gen_tokens_per_second;
+} kx_stats;
+
+/* Fills `stats` (stats->struct_size set by the caller). */
+KX_API kx_status kx_session_get_stats(const kx_session* session, kx_stats* stats);
+KX_API kx_status kx_session_reset_stats(kx_session* session);
 
 #ifdef __cplusplus
 }

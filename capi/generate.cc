@@ -1,0 +1,195 @@
+// C ABI: kx_session_generate — prompt, sampling loop, streamed text with
+// whole UTF-8 characters, stop strings and the abort flag.
+#include <algorithm>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/timer.h"
+#include "capi/internal.h"
+#include "model/tokenizer.h"
+
+using kx::capi::Fail;
+using kx::capi::Guard;
+using kx::capi::NullArg;
+
+namespace {
+
+constexpr int32_t kDefaultMaxTokens = 256;
+constexpr int32_t kNoToken = -1;
+
+// Holds back text that may be the start of a stop string; finds a completed one.
+class StopFilter {
+ public:
+  explicit StopFilter(std::vector<std::string> stops) : stops_(std::move(stops)) {}
+
+  // Appends `text`; returns what can be shown now. Sets *stopped when a stop
+  // string completed (the returned text is what came before it).
+  std::string Push(std::string_view text, bool* stopped) {
+    pending_.append(text);
+    size_t first = std::string::npos;
+    for (const std::string& s : stops_) first = std::min(first, pending_.find(s));
+    if (first != std::string::npos) {
+      *stopped = true;
+      std::string out = pending_.substr(0, first);
+      pending_.clear();
+      return out;
+    }
+    // Keep the longest suffix that is a proper prefix of some stop string.
+    size_t keep = 0;
+    for (const std::string& s : stops_) {
+      const size_t max_len = std::min(s.size() - 1, pending_.size());
+      for (size_t len = max_len; len > keep; --len) {
+        if (pending_.compare(pending_.size() - len, len, s, 0, len) == 0) {
+          keep = len;
+          break;
+        }
+      }
+    }
+    std::string out = pending_.substr(0, pending_.size() - keep);
+    pending_.erase(0, pending_.size() - keep);
+    return out;
+  }
+  std::string Flush() {
+    std::string out;
+    out.swap(pending_);
+    return out;
+  }
+
+ private:
+  std::vector<std::string> stops_;
+  std::string pending_;
+};
+
+}  // namespace
+
+extern "C" {
+
+kx_status kx_generate_params_init(kx_generate_params* params, uint32_t struct_size) {
+  if (params == nullptr) return NullArg(__func__, "params");
+  if (auto st = kx::capi::CheckStructSize(__func__, "params", struct_size)) return st;
+  kx_generate_params p{};
+  p.struct_size = sizeof(p);
+  p.max_tokens = kDefaultMaxTokens;
+  params->struct_size = struct_size;
+  kx::capi::WriteStruct(p, params);
+  return KX_STATUS_OK;
+}
+
+kx_status kx_session_generate(kx_session* session, kx_sampler* sampler, const char* prompt,
+                              const kx_generate_params* params, kx_generate_result* result) {
+  if (session == nullptr) return NullArg(__func__, "session");
+  kx_generate_params p{};
+  p.struct_size = sizeof(p);
+  p.max_tokens = kDefaultMaxTokens;
+  if (params != nullptr) {
+    if (auto st = kx::capi::CheckStructSize(__func__, "params", params->struct_size)) return st;
+    kx::capi::ReadStruct(params, p);
+  }
+  if (result != nullptr) {
+    if (auto st = kx::capi::CheckStructSize(__func__, "result", result->struct_size)) return st;
+  }
+  if (p.max_tokens < -1) {
+    return Fail(KX_STATUS_INVALID_ARGUMENT, "kx_session_generate: max_tokens is " +
+                                                std::to_string(p.max_tokens) + " (>= -1)");
+  }
+  if (p.stop_strings == nullptr && p.n_stop_strings > 0) return NullArg(__func__, "stop_strings");
+  for (uint32_t i = 0; i < p.n_stop_strings; ++i) {
+    if (p.stop_strings[i] == nullptr || p.stop_strings[i][0] == '\0') {
+      return Fail(KX_STATUS_INVALID_ARGUMENT,
+                  "kx_session_generate: stop string " + std::to_string(i) + " is NULL or empty");
+    }
+  }
+  if (p.flags != 0) return Fail(KX_STATUS_INVALID_ARGUMENT, "kx_session_generate: unknown flags");
+  return Guard(__func__, [&] {
+    kx_session* s = session;
+    const kx::Tokenizer& tok = s->model->tokenizer();
+    kx_generate_result r{};
+    r.struct_size = sizeof(r);
+
+    // 1. The prompt, or the state to continue from.
+    const bool has_prompt = prompt != nullptr && prompt[0] != '\0';
+    if (has_prompt) {
+      const std::vector<int32_t> ids = tok.Encode(prompt, /*add_special=*/s->tokens.empty(),
+                                                  /*parse_special=*/true);
+      if (!ids.empty()) {
+        if (auto st = kx::capi::SessionEval(s, ids.data(), ids.size(), false)) {
+          return Fail(st, std::string("kx_session_generate: prompt: ") + kx_last_error());
+        }
+        r.n_prompt = static_cast<int32_t>(ids.size());
+      }
+    } else if (s->tokens.empty()) {
+      return Fail(KX_STATUS_INVALID_ARGUMENT,
+                  "kx_session_generate: no prompt and an empty session: nothing to continue");
+    }
+    if (s->n_logits == 0) {  // after a truncate: re-evaluate the last token for its logits
+      const int32_t last = s->tokens.back();
+      s->engine->TruncateKv(static_cast<int>(s->tokens.size()) - 1);
+      s->tokens.pop_back();
+      if (auto st = kx::capi::SessionEval(s, &last, 1, false)) {
+        return Fail(st, std::string("kx_session_generate: ") + kx_last_error());
+      }
+    }
+
+    // 2. Sample, stream, evaluate.
+    kx::Sampler& smp = sampler != nullptr ? sampler->sampler : s->default_sampler->sampler;
+    std::vector<std::string> stops;
+    for (uint32_t i = 0; i < p.n_stop_strings; ++i) stops.emplace_back(p.stop_strings[i]);
+    StopFilter filter(std::move(stops));
+    kx::Utf8Stream utf8;
+    bool stop_string = false;
+    bool callback_stop = false;
+    auto emit = [&](int32_t token, const std::string& text) {
+      if (p.on_token != nullptr && p.on_token(p.user_data, token, text.c_str(), text.size())) {
+        callback_stop = true;
+      }
+    };
+    r.stop_reason = KX_STOP_END_OF_GENERATION;
+    for (;;) {
+      if (p.abort_flag != nullptr && *p.abort_flag != 0) {
+        r.stop_reason = KX_STOP_ABORTED;
+        break;
+      }
+      if (p.max_tokens >= 0 && r.n_tokens >= p.max_tokens) {
+        r.stop_reason = KX_STOP_MAX_TOKENS;
+        break;
+      }
+      if (s->engine->n_past() >= s->engine->n_ctx()) {
+        r.stop_reason = KX_STOP_CONTEXT_FULL;
+        break;
+      }
+      kx::Stopwatch sample_clock;
+      const int32_t next = smp.Sample(s->engine->Logits(-1), s->tokens);
+      s->counters.sample_ns += sample_clock.ElapsedNs();
+      if (tok.IsEndOfGeneration(next)) {
+        r.stop_reason = KX_STOP_END_OF_GENERATION;
+        break;
+      }
+      const std::string text =
+          filter.Push(utf8.Push(tok.TokenToPiece(next, /*render_special=*/false)), &stop_string);
+      emit(next, text);
+      if (auto st = kx::capi::SessionEval(s, &next, 1, false)) {
+        return Fail(st, std::string("kx_session_generate: ") + kx_last_error());
+      }
+      ++r.n_tokens;
+      if (stop_string) {
+        r.stop_reason = KX_STOP_STRING;
+        break;
+      }
+      if (callback_stop) {
+        r.stop_reason = KX_STOP_CALLBACK;
+        break;
+      }
+    }
+    // 3. Whatever was held back (an incomplete character, a partial stop string).
+    if (!stop_string) {
+      const std::string tail = filter.Push(utf8.Flush(), &stop_string) +
+                               (stop_string ? std::string() : filter.Flush());
+      if (!tail.empty() && !callback_stop) emit(kNoToken, tail);
+    }
+    if (result != nullptr) kx::capi::WriteStruct(r, result);
+    return KX_STATUS_OK;
+  });
+}
+
+}  // extern "C"

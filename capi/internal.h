@@ -1,0 +1,142 @@
+// Shared by the C ABI's implementation files: the handle structs behind the
+// opaque types, the thread-local error, and the try/catch wall every entry
+// point goes through.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/engine.h"
+#include "engine/sampler.h"
+#include "kairox/kairox.h"
+#include "model/model.h"
+
+struct kx_model_options {
+  std::string sidecar_path;
+  int32_t n_threads = 0;
+  std::string device = "cpu";
+  uint64_t budget_gpu = 0;
+  uint64_t budget_ram = 0;
+  kx_progress_callback progress = nullptr;
+  void* progress_user_data = nullptr;
+};
+
+struct kx_model {
+  std::shared_ptr<const kx::Model> model;
+  kx_model_options options;  // as loaded (threads are the sessions' default)
+  std::string chat_template;       // Jinja source, "" when absent
+  std::string chat_template_kind;  // "chatml", "generic"
+  std::string default_system;      // the template's built-in system prompt
+};
+
+struct kx_sampler {
+  explicit kx_sampler(const kx::SamplerParams& p) : sampler(p) {}
+  kx::Sampler sampler;
+};
+
+// Statistics kept by a session (kx_stats is built from them on request).
+struct SessionCounters {
+  uint64_t prompt_tokens = 0, gen_tokens = 0, evals = 0;
+  int64_t prompt_ns = 0, gen_ns = 0, sample_ns = 0;
+};
+
+struct kx_session {
+  std::shared_ptr<const kx::Model> model;
+  std::unique_ptr<kx::Engine> engine;
+  std::vector<int32_t> tokens;  // what the KV cache holds, in order
+  int32_t n_logits = 0;         // logits rows of the last eval (0: none valid)
+  uint64_t seed = 0;
+  std::unique_ptr<kx_sampler> default_sampler;
+  mutable SessionCounters counters;  // sampling from a const session counts too
+};
+
+namespace kx::capi {
+
+// Records `message` as this thread's last error and returns `status`.
+kx_status Fail(kx_status status, const std::string& message);
+// Maps an absl::Status to a kx_status (`fallback` for codes with no closer match).
+kx_status FromAbsl(const absl::Status& status, const std::string& context,
+                   kx_status fallback = KX_STATUS_INTERNAL);
+
+// Runs `body` (returning kx_status) behind the exception wall: std::bad_alloc and
+// std::length_error become OUT_OF_MEMORY, anything else INTERNAL; the message
+// names the entry point `fn`.
+template <class Body>
+kx_status Guard(const char* fn, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return Fail(KX_STATUS_OUT_OF_MEMORY, std::string(fn) + ": out of memory");
+  } catch (const std::length_error& e) {
+    return Fail(KX_STATUS_OUT_OF_MEMORY, std::string(fn) + ": size too large (" + e.what() + ")");
+  } catch (const std::exception& e) {
+    try {
+      return Fail(KX_STATUS_INTERNAL, std::string(fn) + ": internal error: " + e.what());
+    } catch (...) {
+      return KX_STATUS_INTERNAL;
+    }
+  } catch (...) {
+    return Fail(KX_STATUS_INTERNAL, std::string(fn) + ": internal error (unknown exception)");
+  }
+}
+
+// Argument-check helper: returns INVALID_ARGUMENT naming the function and argument.
+inline kx_status NullArg(const char* fn, const char* arg) {
+  return Fail(KX_STATUS_INVALID_ARGUMENT, std::string(fn) + ": " + arg + " is NULL");
+}
+
+// The integer a caller passed as an enum. C callers may pass any int; reading
+// an out-of-range value through the C++ enum type would be undefined, so the
+// bytes are copied instead.
+template <class E>
+std::underlying_type_t<E> RawEnum(const E& e) {
+  std::underlying_type_t<E> raw;
+  std::memcpy(&raw, &e, sizeof raw);
+  return raw;
+}
+
+// Sizes outside this range in struct_size are taken as an uninitialised struct.
+inline constexpr uint32_t kMinStructSize = 8;
+inline constexpr uint32_t kMaxStructSize = 4096;
+
+inline kx_status CheckStructSize(const char* fn, const char* arg, uint32_t size) {
+  if (size < kMinStructSize || size > kMaxStructSize) {
+    return Fail(KX_STATUS_INVALID_ARGUMENT, std::string(fn) + ": " + arg + "->struct_size is " +
+                                                std::to_string(size) +
+                                                " (set it to sizeof the struct)");
+  }
+  return KX_STATUS_OK;
+}
+
+// Reads a caller's struct of `src->struct_size` bytes over the defaults in `dst`.
+template <class T>
+void ReadStruct(const T* src, T& dst) {
+  const size_t n = src->struct_size < sizeof(T) ? src->struct_size : sizeof(T);
+  std::memcpy(static_cast<void*>(&dst), src, n);
+  dst.struct_size = sizeof(T);
+}
+
+// Writes `src` into the caller's struct, at most dst->struct_size bytes.
+template <class T>
+void WriteStruct(const T& src, T* dst) {
+  const uint32_t size = dst->struct_size;
+  const size_t n = size < sizeof(T) ? size : sizeof(T);
+  std::memcpy(static_cast<void*>(dst), &src, n);
+  dst->struct_size = size;
+}
+
+// Buffer negotiation for byte outputs (NUL-terminated).
+kx_status CopyText(const char* fn, const std::string& text, char* dst, uint64_t capacity,
+                   uint64_t* length);
+
+// Evaluates tokens on the session, keeping history, logits state and counters in step.
+kx_status SessionEval(kx_session* s, const int32_t* tokens, size_t n, bool all_logits);
+
+}  // namespace kx::capi

@@ -1,0 +1,478 @@
+"""kairox: LLM inference from Python, over the C ABI of libkairox.so (ctypes, no extension).
+
+    import kairox
+    model = kairox.Model("model.gguf")
+    session = model.session(n_ctx=2048)
+    prompt = model.apply_chat_template([{"role": "user", "content": "Hi!"}])
+    for piece in session.generate(prompt, max_tokens=64):
+        print(piece, end="", flush=True)
+
+Threading: a Model may be shared between threads; a Session is used by one thread at a
+time (generate() runs the C generation loop on a helper thread while you iterate: do not
+use the same session elsewhere until the iterator is exhausted or closed).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+from . import _lib as C
+
+__all__ = ["KairoxError", "Model", "ModelInfo", "Session", "Sampler", "GenerateResult",
+           "version", "set_log_callback", "set_log_level"]
+
+STOP_REASONS = {0: "end_of_generation", 1: "max_tokens", 2: "stop_string", 3: "context_full",
+                4: "aborted", 5: "callback"}
+
+
+class KairoxError(RuntimeError):
+    """A failed kairox call: `status` (int), `status_name` and the library's message."""
+
+    def __init__(self, status: int, message: str):
+        self.status = status
+        self.status_name = C.STATUS_NAMES.get(status, "UNKNOWN")
+        self.message = message
+        super().__init__(f"{self.status_name}: {message}")
+
+
+def _check(status: int) -> None:
+    if status != 0:
+        raise KairoxError(status, (C.lib().kx_last_error() or b"").decode("utf-8", "replace"))
+
+
+def version() -> str:
+    """The library's version, "major.minor.patch"."""
+    return C.lib().kx_version_string().decode()
+
+
+_log_callback_ref: Any = None  # keeps the ctypes thunk alive while installed
+
+LOG_LEVELS = {"trace": 0, "debug": 1, "info": 2, "warn": 3, "error": 4, "off": 6}
+
+
+def set_log_callback(fn: Optional[Callable[[str, str], None]]) -> None:
+    """Sends kairox's log lines to fn(level_name, message); None restores stderr."""
+    global _log_callback_ref
+    names = {v: k for k, v in LOG_LEVELS.items()}
+    if fn is None:
+        _check(C.lib().kx_set_log_callback(C.LOG_CALLBACK(), None))
+        _log_callback_ref = None
+        return
+
+    def thunk(_ud: Any, level: int, message: bytes) -> None:
+        try:
+            fn(names.get(level, "error"), message.decode("utf-8", "replace"))
+        except Exception:  # never propagate into the C library
+            pass
+
+    ref = C.LOG_CALLBACK(thunk)
+    _check(C.lib().kx_set_log_callback(ref, None))
+    _log_callback_ref = ref
+
+
+def set_log_level(level: str) -> None:
+    """One of trace, debug, info, warn, error, off."""
+    if level not in LOG_LEVELS:
+        raise ValueError(f"unknown log level {level!r}; one of {sorted(LOG_LEVELS)}")
+    _check(C.lib().kx_set_log_level(LOG_LEVELS[level]))
+
+
+def _has_numpy() -> bool:
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What kx_model_get_info reports."""
+    arch: str
+    n_layer: int
+    n_embd: int
+    n_ff: int
+    n_head: int
+    n_head_kv: int
+    n_vocab: int
+    n_ctx_train: int
+    bos_token: int
+    eos_token: int
+    eot_token: int
+    add_bos: bool
+    n_params: int
+    weight_bytes_per_token: int
+    chat_template_kind: str
+    chat_template: str
+    path: str
+
+
+Message = Union[Mapping[str, str], Tuple[str, str]]
+
+
+class Model:
+    """A loaded GGUF model (immutable; shareable between threads and sessions)."""
+
+    def __init__(self, path: str, *, n_threads: int = 0, device: str = "cpu",
+                 sidecar_path: Optional[str] = None, ram_budget: int = 0, gpu_budget: int = 0,
+                 progress: Optional[Callable[[float], Optional[bool]]] = None) -> None:
+        """Loads `path`. `progress(fraction)` may return False to cancel (KairoxError
+        CANCELLED). n_threads: default threads of sessions (0: all cores)."""
+        lib = C.lib()
+        self._handle: Optional[int] = None
+        opts = ctypes.c_void_p()
+        _check(lib.kx_model_options_create(ctypes.byref(opts)))
+        try:
+            _check(lib.kx_model_options_set_threads(opts, n_threads))
+            _check(lib.kx_model_options_set_device(opts, device.encode()))
+            if sidecar_path:
+                _check(lib.kx_model_options_set_sidecar_path(opts, sidecar_path.encode()))
+            _check(lib.kx_model_options_set_budget(opts, C.TIER_RAM, ram_budget))
+            _check(lib.kx_model_options_set_budget(opts, C.TIER_GPU, gpu_budget))
+            cb = None
+            if progress is not None:
+                def thunk(_ud: Any, fraction: float) -> int:
+                    try:
+                        return 1 if progress(fraction) is False else 0
+                    except Exception:
+                        return 1
+                cb = C.PROGRESS_CALLBACK(thunk)
+                _check(lib.kx_model_options_set_progress_callback(opts, cb, None))
+            handle = ctypes.c_void_p()
+            _check(lib.kx_model_load(path.encode(), opts, ctypes.byref(handle)))
+            self._handle = handle.value
+        finally:
+            lib.kx_model_options_free(opts)
+
+    def close(self) -> None:
+        """Releases the model (sessions made from it keep working)."""
+        if self._handle is not None:
+            C.lib().kx_model_free(self._handle)
+            self._handle = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self) -> "Model":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def handle(self) -> int:
+        if self._handle is None:
+            raise ValueError("the model is closed")
+        return self._handle
+
+    @property
+    def info(self) -> ModelInfo:
+        raw = C.ModelInfo()
+        raw.struct_size = ctypes.sizeof(raw)
+        _check(C.lib().kx_model_get_info(self.handle, ctypes.byref(raw)))
+        s = lambda b: (b or b"").decode("utf-8", "replace")  # noqa: E731
+        return ModelInfo(s(raw.arch), raw.n_layer, raw.n_embd, raw.n_ff, raw.n_head,
+                         raw.n_head_kv, raw.n_vocab, raw.n_ctx_train, raw.bos_token,
+                         raw.eos_token, raw.eot_token, bool(raw.add_bos), raw.n_params,
+                         raw.weight_bytes_per_token, s(raw.chat_template_kind),
+                         s(raw.chat_template), s(raw.path))
+
+    def tokenize(self, text: Union[str, bytes], add_special: bool = True,
+                 parse_special: bool = True) -> List[int]:
+        """Text → token ids (BOS as the model asks when add_special)."""
+        data = text.encode() if isinstance(text, str) else bytes(text)
+        flags = (C.TOKENIZE_ADD_SPECIAL if add_special else 0) | \
+                (C.TOKENIZE_PARSE_SPECIAL if parse_special else 0)
+        n = ctypes.c_uint64()
+        lib = C.lib()
+        _check(lib.kx_tokenize(self.handle, data, len(data), flags, None, 0, ctypes.byref(n)))
+        buf = (ctypes.c_int32 * max(n.value, 1))()
+        _check(lib.kx_tokenize(self.handle, data, len(data), flags, buf, n.value, ctypes.byref(n)))
+        return list(buf[:n.value])
+
+    def detokenize_bytes(self, tokens: Sequence[int], render_special: bool = False) -> bytes:
+        """Token ids → raw bytes (may end inside a UTF-8 character)."""
+        ids = (ctypes.c_int32 * max(len(tokens), 1))(*tokens)
+        flags = C.DETOKENIZE_RENDER_SPECIAL if render_special else 0
+        n = ctypes.c_uint64()
+        lib = C.lib()
+        _check(lib.kx_detokenize(self.handle, ids, len(tokens), flags, None, 0, ctypes.byref(n)))
+        buf = ctypes.create_string_buffer(n.value + 1)
+        _check(lib.kx_detokenize(self.handle, ids, len(tokens), flags, buf, n.value + 1,
+                                 ctypes.byref(n)))
+        return buf.raw[:n.value]
+
+    def detokenize(self, tokens: Sequence[int], render_special: bool = False) -> str:
+        """Token ids → text (invalid UTF-8 becomes U+FFFD)."""
+        return self.detokenize_bytes(tokens, render_special).decode("utf-8", "replace")
+
+    def is_end_of_generation(self, token: int) -> bool:
+        out = ctypes.c_int32()
+        _check(C.lib().kx_model_is_end_of_generation(self.handle, token, ctypes.byref(out)))
+        return bool(out.value)
+
+    def apply_chat_template(self, messages: Iterable[Message], add_generation_prompt: bool = True,
+                            default_system: bool = True) -> str:
+        """Messages ({"role": ..., "content": ...} or (role, content)) → prompt text in the
+        model's chat format."""
+        pairs = []
+        for m in messages:
+            role, content = (m["role"], m["content"]) if isinstance(m, Mapping) else m
+            pairs.append((role.encode(), content.encode()))
+        arr = (C.ChatMessage * max(len(pairs), 1))(*[C.ChatMessage(r, c) for r, c in pairs])
+        flags = (C.CHAT_ADD_GENERATION_PROMPT if add_generation_prompt else 0) | \
+                (0 if default_system else C.CHAT_NO_DEFAULT_SYSTEM)
+        n = ctypes.c_uint64()
+        lib = C.lib()
+        _check(lib.kx_model_apply_chat_template(self.handle, arr, len(pairs), flags, None, 0,
+                                                ctypes.byref(n)))
+        buf = ctypes.create_string_buffer(n.value + 1)
+        _check(lib.kx_model_apply_chat_template(self.handle, arr, len(pairs), flags, buf,
+                                                n.value + 1, ctypes.byref(n)))
+        return buf.raw[:n.value].decode("utf-8", "replace")
+
+    def session(self, **kwargs: Any) -> "Session":
+        """A new Session on this model (see Session for the arguments)."""
+        return Session(self, **kwargs)
+
+
+class Sampler:
+    """The sampling chain: repetition penalty → greedy (temperature <= 0) or top-k → min-p →
+    top-p → temperature → seeded draw."""
+
+    def __init__(self, temperature: float = 0.8, top_k: int = 40, top_p: float = 0.95,
+                 min_p: float = 0.05, repeat_penalty: float = 1.0, repeat_last_n: int = 64,
+                 seed: int = 0xC0FFEE) -> None:
+        lib = C.lib()
+        p = C.SamplerParams()
+        _check(lib.kx_sampler_params_init(ctypes.byref(p), ctypes.sizeof(p)))
+        p.temperature, p.top_k, p.top_p, p.min_p = temperature, top_k, top_p, min_p
+        p.repeat_penalty, p.repeat_last_n, p.seed = repeat_penalty, repeat_last_n, seed
+        h = ctypes.c_void_p()
+        _check(lib.kx_sampler_create(ctypes.byref(p), ctypes.byref(h)))
+        self._handle: Optional[int] = h.value
+
+    @classmethod
+    def greedy(cls) -> "Sampler":
+        return cls(temperature=0.0)
+
+    @property
+    def handle(self) -> int:
+        if self._handle is None:
+            raise ValueError("the sampler is closed")
+        return self._handle
+
+    def reset(self, seed: int) -> None:
+        _check(C.lib().kx_sampler_reset(self.handle, seed))
+
+    def sample_logits(self, logits: Sequence[float], history: Sequence[int] = ()) -> int:
+        """Draws a token id from a row of logits (a list or numpy array)."""
+        row = (ctypes.c_float * len(logits))(*[float(x) for x in logits])
+        hist = (ctypes.c_int32 * max(len(history), 1))(*history)
+        out = ctypes.c_int32()
+        _check(C.lib().kx_sampler_sample_logits(self.handle, row, len(logits), hist,
+                                                len(history), ctypes.byref(out)))
+        return out.value
+
+    def close(self) -> None:
+        if self._handle is not None:
+            C.lib().kx_sampler_free(self._handle)
+            self._handle = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+@dataclass
+class GenerateResult:
+    """How the last generate() ended."""
+    n_tokens: int
+    n_prompt: int
+    stop_reason: str  # end_of_generation, max_tokens, stop_string, context_full, aborted, callback
+
+
+class _Done:
+    def __init__(self, status: int, message: str, error: Optional[BaseException] = None):
+        self.status, self.message, self.error = status, message, error
+
+
+class Session:
+    """One sequence (KV cache, token history, statistics) on a model."""
+
+    def __init__(self, model: Model, n_ctx: int = 0, n_batch: int = 0, n_threads: int = 0,
+                 seed: int = 0xC0FFEE) -> None:
+        lib = C.lib()
+        p = C.SessionParams()
+        _check(lib.kx_session_params_init(ctypes.byref(p), ctypes.sizeof(p)))
+        p.n_ctx, p.n_batch, p.n_threads, p.seed = n_ctx, n_batch, n_threads, seed
+        h = ctypes.c_void_p()
+        _check(lib.kx_session_create(model.handle, ctypes.byref(p), ctypes.byref(h)))
+        self._handle: Optional[int] = h.value
+        self.model = model
+        self.last_result: Optional[GenerateResult] = None
+        self._abort = ctypes.c_int32(0)
+
+    @property
+    def handle(self) -> int:
+        if self._handle is None:
+            raise ValueError("the session is closed")
+        return self._handle
+
+    def close(self) -> None:
+        if self._handle is not None:
+            C.lib().kx_session_free(self._handle)
+            self._handle = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def eval(self, tokens: Sequence[int], all_logits: bool = False) -> None:
+        """Appends and evaluates tokens (KairoxError CONTEXT_FULL if they do not fit)."""
+        ids = (ctypes.c_int32 * max(len(tokens), 1))(*tokens)
+        _check(C.lib().kx_session_eval(self.handle, ids, len(tokens),
+                                       C.EVAL_ALL_LOGITS if all_logits else 0))
+
+    def logits(self, index: int = -1, as_numpy: Optional[bool] = None) -> Any:
+        """A copy of the logits of token `index` of the last eval: a numpy float32 array when
+        numpy is importable (or as_numpy=True), else a list of floats."""
+        ptr = ctypes.POINTER(ctypes.c_float)()
+        n = ctypes.c_int32()
+        _check(C.lib().kx_session_get_logits(self.handle, index, ctypes.byref(ptr),
+                                             ctypes.byref(n)))
+        use_numpy = _has_numpy() if as_numpy is None else as_numpy
+        if use_numpy:
+            import numpy as np
+            return np.ctypeslib.as_array(ptr, shape=(n.value,)).copy()
+        return ptr[:n.value]
+
+    def sample(self, sampler: Sampler) -> int:
+        """Draws the next token from the last logits with the session's history."""
+        out = ctypes.c_int32()
+        _check(C.lib().kx_sampler_sample(sampler.handle, self.handle, ctypes.byref(out)))
+        return out.value
+
+    @property
+    def n_past(self) -> int:
+        out = ctypes.c_int32()
+        _check(C.lib().kx_session_get_n_past(self.handle, ctypes.byref(out)))
+        return out.value
+
+    @property
+    def n_ctx(self) -> int:
+        out = ctypes.c_int32()
+        _check(C.lib().kx_session_get_n_ctx(self.handle, ctypes.byref(out)))
+        return out.value
+
+    @property
+    def tokens(self) -> List[int]:
+        """The token ids in the KV cache."""
+        lib = C.lib()
+        n = ctypes.c_uint64()
+        _check(lib.kx_session_get_tokens(self.handle, None, 0, ctypes.byref(n)))
+        buf = (ctypes.c_int32 * max(n.value, 1))()
+        _check(lib.kx_session_get_tokens(self.handle, buf, n.value, ctypes.byref(n)))
+        return list(buf[:n.value])
+
+    def truncate(self, n_keep: int) -> None:
+        _check(C.lib().kx_session_truncate(self.handle, n_keep))
+
+    def reset(self) -> None:
+        """Clears the KV cache and re-seeds the default sampler."""
+        _check(C.lib().kx_session_reset(self.handle))
+
+    def stats(self) -> Dict[str, float]:
+        """Counters since creation or reset_stats(), as a dict."""
+        st = C.Stats()
+        st.struct_size = ctypes.sizeof(st)
+        _check(C.lib().kx_session_get_stats(self.handle, ctypes.byref(st)))
+        return {name: getattr(st, name) for name, _ in C.Stats._fields_ if name != "struct_size"}
+
+    def reset_stats(self) -> None:
+        _check(C.lib().kx_session_reset_stats(self.handle))
+
+    def abort(self) -> None:
+        """Stops a running generate() (from any thread) at the next token."""
+        self._abort.value = 1
+
+    def generate(self, prompt: str = "", max_tokens: int = 256, stop: Sequence[str] = (),
+                 sampler: Optional[Sampler] = None) -> Iterator[str]:
+        """Streams the text generated after `prompt` ("" continues the session), in pieces
+        of whole characters. Stops at end of generation, max_tokens (-1: no limit), a stop
+        string (excluded from the text), a full context, abort(), or when the iterator is
+        closed. How it ended is in self.last_result afterwards."""
+        lib = C.lib()
+        gp = C.GenerateParams()
+        _check(lib.kx_generate_params_init(ctypes.byref(gp), ctypes.sizeof(gp)))
+        stops = [s.encode() for s in stop]
+        stop_arr = (ctypes.c_char_p * max(len(stops), 1))(*stops)
+        gp.max_tokens = max_tokens
+        gp.stop_strings = stop_arr if stops else None
+        gp.n_stop_strings = len(stops)
+        self._abort.value = 0
+        gp.abort_flag = ctypes.pointer(self._abort)
+        pieces: "queue.SimpleQueue[Union[str, _Done]]" = queue.SimpleQueue()
+
+        def on_token(_ud: Any, _token: int, text: Any, n: int) -> int:
+            if n:
+                pieces.put(ctypes.string_at(text, n).decode("utf-8", "replace"))
+            return 0
+
+        callback = C.TOKEN_CALLBACK(on_token)  # referenced until the worker is joined
+        gp.on_token = callback
+        result = C.GenerateResult()
+        result.struct_size = ctypes.sizeof(result)
+        handle = self.handle
+        sampler_handle = sampler.handle if sampler is not None else None
+        prompt_bytes = prompt.encode()
+
+        def run() -> None:
+            try:
+                status = lib.kx_session_generate(handle, sampler_handle, prompt_bytes,
+                                                 ctypes.byref(gp), ctypes.byref(result))
+                msg = (lib.kx_last_error() or b"").decode("utf-8", "replace") if status else ""
+                pieces.put(_Done(status, msg))
+            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+                pieces.put(_Done(-1, str(e), e))
+
+        worker = threading.Thread(target=run, name="kairox-generate", daemon=True)
+        worker.start()
+        try:
+            while True:
+                item = pieces.get()
+                if isinstance(item, _Done):
+                    if item.error is not None:
+                        raise item.error
+                    if item.status != 0:
+                        raise KairoxError(item.status, item.message)
+                    self.last_result = GenerateResult(
+                        result.n_tokens, result.n_prompt,
+                        STOP_REASONS.get(result.stop_reason, str(result.stop_reason)))
+                    return
+                yield item
+        finally:
+            self._abort.value = 1  # the iterator was closed early: stop the C loop
+            worker.join()
+            self._abort.value = 0
+
+    def generate_text(self, prompt: str = "", **kwargs: Any) -> str:
+        """generate() joined into one string."""
+        return "".join(self.generate(prompt, **kwargs))

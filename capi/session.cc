@@ -1,0 +1,246 @@
+// C ABI: sessions (one KV cache each), evaluation, logits, KV truncation and
+// statistics.
+#include <string>
+#include <vector>
+
+#include "base/timer.h"
+#include "capi/internal.h"
+#include "model/tokenizer.h"
+
+using kx::capi::Fail;
+using kx::capi::Guard;
+using kx::capi::NullArg;
+
+namespace {
+
+constexpr int32_t kMaxThreads = 4096;
+constexpr double kNsPerSecond = 1e9;
+
+double PerSecond(uint64_t count, int64_t ns) {
+  return ns > 0 ? static_cast<double>(count) * kNsPerSecond / static_cast<double>(ns) : 0.0;
+}
+
+}  // namespace
+
+namespace kx::capi {
+
+kx_status SessionEval(kx_session* s, const int32_t* tokens, size_t n, bool all_logits) {
+  const int32_t n_vocab = s->engine->n_vocab();
+  for (size_t i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= n_vocab) {
+      return Fail(KX_STATUS_INVALID_ARGUMENT, "token " + std::to_string(i) + " is " +
+                                                  std::to_string(tokens[i]) + ", not in [0, " +
+                                                  std::to_string(n_vocab) + ")");
+    }
+  }
+  const int64_t n_past = s->engine->n_past();
+  if (n_past + static_cast<int64_t>(n) > s->engine->n_ctx()) {
+    return Fail(KX_STATUS_CONTEXT_FULL,
+                std::to_string(n) + " tokens do not fit: " + std::to_string(n_past) + " of " +
+                    std::to_string(s->engine->n_ctx()) + " context tokens are in use");
+  }
+  s->tokens.reserve(s->tokens.size() + n);  // the only allocation that could fail after Eval
+  kx::Stopwatch clock;
+  absl::Status st = s->engine->Eval({tokens, n}, all_logits);
+  const int64_t ns = clock.ElapsedNs();
+  if (!st.ok()) {
+    s->n_logits = 0;
+    s->engine->TruncateKv(static_cast<int>(s->tokens.size()));
+    return FromAbsl(st, "eval");
+  }
+  s->tokens.insert(s->tokens.end(), tokens, tokens + n);
+  s->n_logits = n == 0 ? s->n_logits : (all_logits ? static_cast<int32_t>(n) : 1);
+  s->counters.evals++;
+  if (n > 1) {
+    s->counters.prompt_tokens += n;
+    s->counters.prompt_ns += ns;
+  } else {
+    s->counters.gen_tokens += n;
+    s->counters.gen_ns += ns;
+  }
+  return KX_STATUS_OK;
+}
+
+}  // namespace kx::capi
+
+extern "C" {
+
+kx_status kx_session_params_init(kx_session_params* params, uint32_t struct_size) {
+  if (params == nullptr) return NullArg(__func__, "params");
+  if (auto st = kx::capi::CheckStructSize(__func__, "params", struct_size)) return st;
+  kx_session_params p{};
+  p.struct_size = sizeof(p);
+  p.seed = kx::SamplerParams{}.seed;
+  params->struct_size = struct_size;
+  kx::capi::WriteStruct(p, params);
+  return KX_STATUS_OK;
+}
+
+kx_status kx_session_create(const kx_model* model, const kx_session_params* params,
+                            kx_session** out) {
+  if (model == nullptr) return NullArg(__func__, "model");
+  if (out == nullptr) return NullArg(__func__, "out");
+  kx_session_params p{};
+  p.struct_size = sizeof(p);
+  p.seed = kx::SamplerParams{}.seed;
+  if (params != nullptr) {
+    if (auto st = kx::capi::CheckStructSize(__func__, "params", params->struct_size)) return st;
+    kx::capi::ReadStruct(params, p);
+  }
+  if (p.n_ctx < 0 || p.n_batch < 0 || p.n_threads < 0 || p.n_threads > kMaxThreads) {
+    return Fail(KX_STATUS_INVALID_ARGUMENT,
+                "kx_session_create: n_ctx " + std::to_string(p.n_ctx) + ", n_batch " +
+                    std::to_string(p.n_batch) + ", n_threads " + std::to_string(p.n_threads) +
+                    ": each must be >= 0 (threads <= " + std::to_string(kMaxThreads) + ")");
+  }
+  return Guard(__func__, [&] {
+    kx::EngineOptions eo;
+    eo.n_ctx = p.n_ctx;
+    eo.n_batch = p.n_batch;
+    eo.n_threads = p.n_threads > 0 ? p.n_threads : model->options.n_threads;
+    auto engine = kx::Engine::Create(model->model, eo);
+    if (!engine.ok()) return kx::capi::FromAbsl(engine.status(), "kx_session_create");
+    auto s = std::make_unique<kx_session>();
+    s->model = model->model;
+    s->engine = *std::move(engine);
+    s->seed = p.seed;
+    kx::SamplerParams sp;
+    sp.seed = p.seed;
+    s->default_sampler = std::make_unique<kx_sampler>(sp);
+    *out = s.release();
+    return KX_STATUS_OK;
+  });
+}
+
+void kx_session_free(kx_session* session) { delete session; }
+
+kx_status kx_session_eval(kx_session* session, const int32_t* tokens, uint64_t n_tokens,
+                          uint32_t flags) {
+  if (session == nullptr) return NullArg(__func__, "session");
+  if (tokens == nullptr && n_tokens > 0) return NullArg(__func__, "tokens");
+  if (n_tokens == 0) return Fail(KX_STATUS_INVALID_ARGUMENT, "kx_session_eval: no tokens");
+  if (flags & ~uint32_t{KX_EVAL_ALL_LOGITS}) {
+    return Fail(KX_STATUS_INVALID_ARGUMENT, "kx_session_eval: unknown flags");
+  }
+  return Guard(__func__, [&] {
+    const kx_status st = kx::capi::SessionEval(session, tokens, n_tokens,
+                                               (flags & KX_EVAL_ALL_LOGITS) != 0);
+    if (st != KX_STATUS_OK) {
+      return Fail(st, std::string("kx_session_eval: ") + kx_last_error());
+    }
+    return KX_STATUS_OK;
+  });
+}
+
+kx_status kx_session_get_logits(const kx_session* session, int32_t index, const float** logits,
+                                int32_t* n_vocab) {
+  if (session == nullptr) return NullArg(__func__, "session");
+  if (logits == nullptr) return NullArg(__func__, "logits");
+  if (n_vocab == nullptr) return NullArg(__func__, "n_vocab");
+  if (session->n_logits == 0) {
+    return Fail(KX_STATUS_INVALID_STATE,
+                "kx_session_get_logits: no logits (nothing evaluated since the last "
+                "truncate/reset)");
+  }
+  const int32_t i = index < 0 ? session->n_logits + index : index;
+  if (i < 0 || i >= session->n_logits) {
+    return Fail(KX_STATUS_INVALID_ARGUMENT,
+                "kx_session_get_logits: index " + std::to_string(index) +
+                    " is out of range: the last evaluation kept " +
+                    std::to_string(session->n_logits) + " row(s) (KX_EVAL_ALL_LOGITS keeps all)");
+  }
+  return Guard(__func__, [&] {
+    // With one kept row the engine indexes it as -1 (its last token).
+    const std::span<const float> row =
+        session->engine->Logits(session->n_logits == 1 ? -1 : i);
+    *logits = row.data();
+    *n_vocab = static_cast<int32_t>(row.size());
+    return KX_STATUS_OK;
+  });
+}
+
+kx_status kx_session_get_n_past(const kx_session* session, int32_t* n_past) {
+  if (session == nullptr) return NullArg(__func__, "session");
+  if (n_past == nullptr) return NullArg(__func__, "n_past");
+  *n_past = session->engine->n_past();
+  return KX_STATUS_OK;
+}
+
+kx_status kx_session_get_n_ctx(const kx_session* session, int32_t* n_ctx) {
+  if (session == nullptr) return NullArg(__func__, "session");
+  if (n_ctx == nullptr) return NullArg(__func__, "n_ctx");
+  *n_ctx = session->engine->n_ctx();
+  return KX_STATUS_OK;
+}
+
+kx_status kx_session_get_tokens(const kx_session* session, int32_t* tokens, uint64_t capacity,
+                                uint64_t* n_tokens) {
+  if (session == nullptr) return NullArg(__func__, "session");
+  if (tokens == nullptr && capacity > 0) return NullArg(__func__, "tokens");
+  if (n_tokens == nullptr) return NullArg(__func__, "n_tokens");
+  const std::vector<int32_t>& ids = session->tokens;
+  *n_tokens = ids.size();
+  if (tokens == nullptr && capacity == 0) return KX_STATUS_OK;
+  if (capacity < ids.size()) {
+    return Fail(KX_STATUS_BUFFER_TOO_SMALL, "kx_session_get_tokens: the buffer holds " +
+                                                std::to_string(capacity) + " tokens, " +
+                                                std::to_string(ids.size()) + " needed");
+  }
+  std::copy(ids.begin(), ids.end(), tokens);
+  return KX_STATUS_OK;
+}
+
+kx_status kx_session_truncate(kx_session* session, int32_t n_keep) {
+  if (session == nullptr) return NullArg(__func__, "session");
+  const int32_t n_past = session->engine->n_past();
+  if (n_keep < 0 || n_keep > n_past) {
+    return Fail(KX_STATUS_INVALID_ARGUMENT, "kx_session_truncate: n_keep " +
+                                                std::to_string(n_keep) + " is not in [0, " +
+                                                std::to_string(n_past) + "]");
+  }
+  return Guard(__func__, [&] {
+    session->engine->TruncateKv(n_keep);
+    session->tokens.resize(n_keep);
+    session->n_logits = 0;
+    return KX_STATUS_OK;
+  });
+}
+
+kx_status kx_session_reset(kx_session* session) {
+  if (session == nullptr) return NullArg(__func__, "session");
+  return Guard(__func__, [&] {
+    session->engine->TruncateKv(0);
+    session->tokens.clear();
+    session->n_logits = 0;
+    session->default_sampler->sampler.Reset(session->seed);
+    return KX_STATUS_OK;
+  });
+}
+
+kx_status kx_session_get_stats(const kx_session* session, kx_stats* stats) {
+  if (session == nullptr) return NullArg(__func__, "session");
+  if (stats == nullptr) return NullArg(__func__, "stats");
+  if (auto st = kx::capi::CheckStructSize(__func__, "stats", stats->struct_size)) return st;
+  const SessionCounters& c = session->counters;
+  kx_stats r{};
+  r.struct_size = sizeof(r);
+  r.n_threads = session->engine->n_threads();
+  r.n_prompt_tokens = c.prompt_tokens;
+  r.n_gen_tokens = c.gen_tokens;
+  r.n_evals = c.evals;
+  r.prompt_seconds = static_cast<double>(c.prompt_ns) / kNsPerSecond;
+  r.gen_seconds = static_cast<double>(c.gen_ns) / kNsPerSecond;
+  r.sample_seconds = static_cast<double>(c.sample_ns) / kNsPerSecond;
+  r.prompt_tokens_per_second = PerSecond(c.prompt_tokens, c.prompt_ns);
+  r.gen_tokens_per_second = PerSecond(c.gen_tokens, c.gen_ns);
+  kx::capi::WriteStruct(r, stats);
+  return KX_STATUS_OK;
+}
+
+kx_status kx_session_reset_stats(kx_session* session) {
+  if (session == nullptr) return NullArg(__func__, "session");
+  session->counters = SessionCounters{};
+  return KX_STATUS_OK;
+}
+
+}  // extern "C"

@@ -1,0 +1,285 @@
+// kairox-chat: an interactive chat with a model, built on the public C ABI
+// (through the header-only C++ wrapper kairox.hpp).
+//
+// The conversation is kept as messages; each turn re-renders it with the
+// model's chat template and evaluates only the tokens after the part the
+// session already holds. When the context fills, the oldest turns are dropped
+// (with a message). Ctrl-C stops the current answer, not the program. When
+// stdin is not a terminal, one prompt is read from it, answered, and the
+// program exits (only the answer goes to stdout).
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/cli_args.h"
+#include "kairox/kairox.hpp"
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: kairox-chat [options]
+
+Chat with a model using its chat template. Commands: /reset (forget the conversation),
+/stats (speed and context use), /exit (or Ctrl-D). Ctrl-C stops the current answer.
+When stdin is not a terminal, one prompt is read from it and answered.
+
+  -m, --model PATH        GGUF model (default: $KAIROX_MODEL or the fetched default model)
+      --system TEXT       system prompt (default: the template's own, if it has one)
+  -n, --n-predict N       most tokens per answer (default -1: until the model stops)
+  -t, --threads N         threads (default: all available cores)
+  -c, --ctx-size N        context size (default 4096, at most the model's trained context)
+  -s, --seed N            sampling seed (default 42)
+      --temp T            temperature (default 0.7; 0 = greedy)
+      --top-k N           top-k (default 40; 0 = off)
+      --top-p P           top-p (default 0.95; 1 = off)
+      --min-p P           min-p (default 0.05; 0 = off)
+      --repeat-penalty R  repetition penalty (default 1.1)
+  -h, --help              this help
+      --version           print the version
+)";
+
+constexpr int32_t kDefaultCtx = 4096;
+// Room kept free for an answer when old turns are dropped to fit a new one.
+constexpr int32_t kMinAnswerRoom = 256;
+
+volatile int32_t g_abort = 0;      // read by kx_session_generate before each token
+volatile sig_atomic_t g_busy = 0;  // 1 while an answer is being generated
+
+void OnSigint(int) {
+  if (g_busy) {
+    g_abort = 1;
+  } else {
+    const char msg[] = "\n(Ctrl-C stops an answer; /exit or Ctrl-D quits)\n> ";
+    ssize_t ignored = write(STDOUT_FILENO, msg, sizeof msg - 1);
+    (void)ignored;
+  }
+}
+
+int Fail(const std::string& msg) {
+  std::fprintf(stderr, "kairox-chat: error: %s\n", msg.c_str());
+  return 1;
+}
+
+class Chat {
+ public:
+  Chat(kairox::Model& model, kairox::Session& session, kairox::Sampler& sampler,
+       std::string system, int32_t n_predict)
+      : model_(model), session_(session), sampler_(sampler), system_(std::move(system)),
+        n_predict_(n_predict) {
+    Reset();
+  }
+
+  void Reset() {
+    messages_.clear();
+    if (!system_.empty()) messages_.push_back({"system", system_});
+    session_.Reset();
+  }
+
+  // Answers `user`, streaming the answer to stdout. Returns false when the
+  // message could not be answered (the reason is printed).
+  bool Turn(const std::string& user) {
+    messages_.push_back({"user", user});
+    std::vector<int32_t> ids;
+    if (!FitToContext(&ids)) {
+      messages_.pop_back();
+      return false;
+    }
+    // Evaluate only what the session does not hold yet (at least one token, for fresh logits).
+    const std::vector<int32_t> held = session_.Tokens();
+    size_t common = 0;
+    while (common < held.size() && common + 1 < ids.size() && held[common] == ids[common]) {
+      ++common;
+    }
+    session_.Truncate(static_cast<int32_t>(common));
+    session_.Eval(std::vector<int32_t>(ids.begin() + common, ids.end()));
+
+    kairox::GenerateParams gp;
+    gp.max_tokens = n_predict_;
+    gp.abort_flag = &g_abort;
+    g_abort = 0;
+    g_busy = 1;
+    kairox::GenerateResult r;
+    try {
+      r = session_.Generate("", gp, [](std::string_view piece) {
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+        return true;
+      }, &sampler_);
+    } catch (...) {
+      g_busy = 0;
+      throw;
+    }
+    g_busy = 0;
+    std::fputc('\n', stdout);
+    if (r.stop_reason == KX_STOP_ABORTED) std::fprintf(stderr, "[answer stopped]\n");
+    if (r.stop_reason == KX_STOP_CONTEXT_FULL) {
+      std::fprintf(stderr,
+                   "[context full (%d tokens): the answer was cut; the oldest turns will be "
+                   "dropped to make room, or type /reset]\n",
+                   session_.NCtx());
+    }
+    messages_.push_back({"assistant", r.text});
+    return true;
+  }
+
+  void PrintStats() const {
+    const kx_stats st = session_.Stats();
+    std::printf("[context %d/%d tokens, %zu messages; prompt %llu tokens at %.1f t/s; "
+                "generated %llu tokens at %.1f t/s; %d threads]\n",
+                session_.NPast(), session_.NCtx(), messages_.size(),
+                static_cast<unsigned long long>(st.n_prompt_tokens), st.prompt_tokens_per_second,
+                static_cast<unsigned long long>(st.n_gen_tokens), st.gen_tokens_per_second,
+                st.n_threads);
+  }
+
+ private:
+  // Renders the conversation into *ids, dropping the oldest turns while it
+  // does not leave room for an answer. False when even the last message alone
+  // does not fit.
+  bool FitToContext(std::vector<int32_t>* ids) {
+    const int32_t n_ctx = session_.NCtx();
+    const int32_t room = std::min(kMinAnswerRoom, n_ctx / 4);
+    size_t dropped = 0;
+    for (;;) {
+      *ids = model_.Tokenize(model_.ApplyChatTemplate(ToWrapper(), true, system_.empty()));
+      if (static_cast<int32_t>(ids->size()) + room <= n_ctx) break;
+      const size_t first = (!messages_.empty() && messages_[0].role == "system") ? 1 : 0;
+      if (messages_.size() - first <= 1) {
+        std::fprintf(stderr,
+                     "[the message is too long: %zu tokens with the template, the context holds "
+                     "%d; raise -c or shorten it]\n",
+                     ids->size(), n_ctx);
+        return false;
+      }
+      messages_.erase(messages_.begin() + first);  // the oldest turn after the system prompt
+      ++dropped;
+    }
+    if (dropped > 0) {
+      std::fprintf(stderr, "[context full: dropped the %zu oldest message(s) to make room]\n",
+                   dropped);
+    }
+    return true;
+  }
+
+  std::vector<kairox::ChatMessage> ToWrapper() const { return messages_; }
+
+  kairox::Model& model_;
+  kairox::Session& session_;
+  kairox::Sampler& sampler_;
+  std::string system_;
+  int32_t n_predict_;
+  std::vector<kairox::ChatMessage> messages_;
+};
+
+std::string Trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  kx::cli::Args args(argc, argv,
+                     {"-m", "--model", "--system", "-n", "--n-predict", "-t", "--threads", "-c",
+                      "--ctx-size", "-s", "--seed", "--temp", "--top-k", "--top-p", "--min-p",
+                      "--repeat-penalty"},
+                     {"-h", "--help", "--version"});
+  if (!args.ok()) return Fail(args.error());
+  if (args.Has("-h", "--help")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (args.Has("--version")) {
+    std::printf("kairox-chat %s\n", kairox::Version().c_str());
+    return 0;
+  }
+  const std::string model_path = args.Str("-m", "--model", kx::cli::DefaultModelPath());
+  const std::string system = args.Str("--system", "", "");
+  const long long n_predict = args.Int("-n", "--n-predict", -1);
+  const long long n_threads = args.Int("-t", "--threads", 0);
+  const long long n_ctx_arg = args.Int("-c", "--ctx-size", 0);
+  kairox::SamplerParams sp;
+  sp.seed = static_cast<uint64_t>(args.Int("-s", "--seed", 42));
+  sp.temperature = static_cast<float>(args.Float("--temp", "", 0.7));
+  sp.top_k = static_cast<int32_t>(args.Int("--top-k", "", sp.top_k));
+  sp.top_p = static_cast<float>(args.Float("--top-p", "", sp.top_p));
+  sp.min_p = static_cast<float>(args.Float("--min-p", "", sp.min_p));
+  sp.repeat_penalty = static_cast<float>(args.Float("--repeat-penalty", "", 1.1));
+  if (!args.ok()) return Fail(args.error());
+  if (n_threads < 0 || n_threads > 4096) return Fail("--threads must be in [0, 4096]");
+  if (n_ctx_arg < 0 || n_ctx_arg > (1 << 24)) return Fail("--ctx-size must be in [0, 2^24]");
+  if (n_predict < -1 || n_predict > (1 << 24)) return Fail("--n-predict must be -1 or >= 0");
+
+  const bool interactive = isatty(STDIN_FILENO) != 0;
+  try {
+    kairox::ModelOptions mo;
+    mo.n_threads = static_cast<int32_t>(n_threads);
+    const bool bar = isatty(STDERR_FILENO) != 0;
+    if (bar) {
+      mo.progress = [](float p) {
+        std::fprintf(stderr, "\rloading model %3d%%", static_cast<int>(p * 100.0f + 0.5f));
+        if (p >= 1.0f) std::fputs("\r\033[K", stderr);
+        return true;
+      };
+    }
+    kairox::Model model(model_path, mo);
+    const kx_model_info info = model.Info();
+    kairox::SessionParams sessp;
+    sessp.n_ctx = n_ctx_arg > 0 ? static_cast<int32_t>(n_ctx_arg)
+                                : std::min(kDefaultCtx, info.n_ctx_train);
+    sessp.seed = sp.seed;
+    kairox::Session session(model, sessp);
+    kairox::Sampler sampler(sp);
+    Chat chat(model, session, sampler, system, static_cast<int32_t>(n_predict));
+
+    if (!interactive) {  // one prompt from stdin, one answer
+      const std::string prompt = Trim(std::string(std::istreambuf_iterator<char>(std::cin), {}));
+      if (prompt.empty()) return Fail("no prompt on stdin");
+      return chat.Turn(prompt) ? 0 : 1;
+    }
+
+    struct sigaction sa {};
+    sa.sa_handler = OnSigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, nullptr);
+    std::printf("kairox-chat %s: %s (%s template, context %d). /help for commands.\n",
+                kairox::Version().c_str(), model_path.c_str(), info.chat_template_kind,
+                session.NCtx());
+    std::string line;
+    for (;;) {
+      std::fputs("> ", stdout);
+      std::fflush(stdout);
+      if (!std::getline(std::cin, line)) {
+        std::fputc('\n', stdout);
+        break;
+      }
+      line = Trim(line);
+      if (line.empty()) continue;
+      if (line == "/exit" || line == "/quit") break;
+      if (line == "/reset") {
+        chat.Reset();
+        std::printf("[conversation cleared]\n");
+      } else if (line == "/stats") {
+        chat.PrintStats();
+      } else if (line == "/help") {
+        std::printf("/reset  forget the conversation\n/stats  speed and context use\n"
+                    "/exit   quit (or Ctrl-D)\nCtrl-C   stop the current answer\n");
+      } else if (line[0] == '/') {
+        std::printf("[unknown command %s; /help lists them]\n", line.c_str());
+      } else {
+        chat.Turn(line);
+      }
+    }
+  } catch (const kairox::Error& e) {
+    return Fail(e.what());
+  }
+  return 0;
+}

@@ -1,0 +1,352 @@
+// kairox — a header-only C++17 wrapper over the C ABI (kairox.h): RAII handles, std::string
+// and std::vector in and out, and a kairox::Error exception for every non-OK status.
+//
+//   kairox::Model model("model.gguf");
+//   kairox::SessionParams sp;  sp.n_ctx = 2048;
+//   kairox::Session session(model, sp);
+//   std::string prompt = model.ApplyChatTemplate({{"user", "Name three primes."}});
+//   kairox::GenerateParams gp;  gp.max_tokens = 64;
+//   session.Generate(prompt, gp, [](std::string_view piece) {
+//     std::cout << piece << std::flush;
+//     return true;  // go on
+//   });
+//
+// Threading and lifetimes are those of the C ABI: a Model may be shared between threads and
+// may be destroyed before its Sessions; a Session or Sampler is used by one thread at a time.
+#ifndef KAIROX_KAIROX_HPP_
+#define KAIROX_KAIROX_HPP_
+
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kairox/kairox.h"
+
+namespace kairox {
+
+// A failed kairox call: the status and kx_last_error()'s message.
+class Error : public std::runtime_error {
+ public:
+  Error(kx_status status, const std::string& message)
+      : std::runtime_error(message), status_(status) {}
+  kx_status status() const noexcept { return status_; }
+
+ private:
+  kx_status status_;
+};
+
+namespace detail {
+// `flag` when `on`, else 0 (the C flags are anonymous enum constants).
+inline constexpr uint32_t Flag(bool on, uint32_t flag) { return on ? flag : 0u; }
+inline void Check(kx_status status) {
+  if (status != KX_STATUS_OK) throw Error(status, kx_last_error());
+}
+// Owns a C handle; move-only.
+template <class T, void (*Free)(T*)>
+class Handle {
+ public:
+  Handle() = default;
+  explicit Handle(T* p) : p_(p) {}
+  Handle(Handle&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  Handle& operator=(Handle&& o) noexcept {
+    if (this != &o) {
+      Free(p_);
+      p_ = std::exchange(o.p_, nullptr);
+    }
+    return *this;
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  ~Handle() { Free(p_); }
+  T* get() const { return p_; }
+
+ private:
+  T* p_ = nullptr;
+};
+}  // namespace detail
+
+inline std::string Version() { return kx_version_string(); }
+
+struct ModelOptions {
+  int32_t n_threads = 0;  // default threads of sessions (0: all cores)
+  std::string device = "cpu";
+  std::string sidecar_path;
+  uint64_t ram_budget = 0;  // 0: no limit (stored; enforced once tiering lands)
+  uint64_t gpu_budget = 0;
+  // Progress in [0, 1]; return false to cancel the load (Error with KX_STATUS_CANCELLED).
+  std::function<bool(float)> progress;
+};
+
+struct ChatMessage {
+  std::string role;
+  std::string content;
+};
+
+class Model {
+ public:
+  explicit Model(const std::string& path, const ModelOptions& options = {}) {
+    kx_model_options* raw = nullptr;
+    detail::Check(kx_model_options_create(&raw));
+    detail::Handle<kx_model_options, kx_model_options_free> opts(raw);
+    detail::Check(kx_model_options_set_threads(raw, options.n_threads));
+    detail::Check(kx_model_options_set_device(raw, options.device.c_str()));
+    if (!options.sidecar_path.empty()) {
+      detail::Check(kx_model_options_set_sidecar_path(raw, options.sidecar_path.c_str()));
+    }
+    detail::Check(kx_model_options_set_budget(raw, KX_TIER_RAM, options.ram_budget));
+    detail::Check(kx_model_options_set_budget(raw, KX_TIER_GPU, options.gpu_budget));
+    ProgressThunk thunk{&options.progress};
+    if (options.progress) {
+      detail::Check(kx_model_options_set_progress_callback(raw, &ProgressThunk::Call, &thunk));
+    }
+    kx_model* m = nullptr;
+    detail::Check(kx_model_load(path.c_str(), raw, &m));
+    model_ = Ptr(m);
+  }
+
+  const kx_model* get() const { return model_.get(); }
+
+  kx_model_info Info() const {
+    kx_model_info info{};
+    info.struct_size = sizeof(info);
+    detail::Check(kx_model_get_info(model_.get(), &info));
+    return info;
+  }
+
+  std::vector<int32_t> Tokenize(std::string_view text, bool add_special = true,
+                                bool parse_special = true) const {
+    const uint32_t flags = detail::Flag(add_special, KX_TOKENIZE_ADD_SPECIAL) |
+                           detail::Flag(parse_special, KX_TOKENIZE_PARSE_SPECIAL);
+    uint64_t n = 0;
+    detail::Check(kx_tokenize(model_.get(), text.data(), text.size(), flags, nullptr, 0, &n));
+    std::vector<int32_t> ids(n);
+    detail::Check(kx_tokenize(model_.get(), text.data(), text.size(), flags, ids.data(),
+                              ids.size(), &n));
+    return ids;
+  }
+
+  // Raw bytes (may end inside a UTF-8 character when the tokens do).
+  std::string Detokenize(const std::vector<int32_t>& tokens, bool render_special = false) const {
+    const uint32_t flags = detail::Flag(render_special, KX_DETOKENIZE_RENDER_SPECIAL);
+    uint64_t len = 0;
+    detail::Check(
+        kx_detokenize(model_.get(), tokens.data(), tokens.size(), flags, nullptr, 0, &len));
+    std::string text(len + 1, '\0');
+    detail::Check(kx_detokenize(model_.get(), tokens.data(), tokens.size(), flags, text.data(),
+                                text.size(), &len));
+    text.resize(len);
+    return text;
+  }
+
+  std::string ApplyChatTemplate(const std::vector<ChatMessage>& messages,
+                                bool add_generation_prompt = true,
+                                bool default_system = true) const {
+    std::vector<kx_chat_message> msgs;
+    msgs.reserve(messages.size());
+    for (const ChatMessage& m : messages) msgs.push_back({m.role.c_str(), m.content.c_str()});
+    const uint32_t flags = detail::Flag(add_generation_prompt, KX_CHAT_ADD_GENERATION_PROMPT) |
+                           detail::Flag(!default_system, KX_CHAT_NO_DEFAULT_SYSTEM);
+    uint64_t len = 0;
+    detail::Check(kx_model_apply_chat_template(model_.get(), msgs.data(), msgs.size(), flags,
+                                               nullptr, 0, &len));
+    std::string text(len + 1, '\0');
+    detail::Check(kx_model_apply_chat_template(model_.get(), msgs.data(), msgs.size(), flags,
+                                               text.data(), text.size(), &len));
+    text.resize(len);
+    return text;
+  }
+
+  bool IsEndOfGeneration(int32_t token) const {
+    int32_t end = 0;
+    detail::Check(kx_model_is_end_of_generation(model_.get(), token, &end));
+    return end != 0;
+  }
+
+ private:
+  struct ProgressThunk {
+    const std::function<bool(float)>* fn;
+    static int32_t Call(void* user_data, float progress) {
+      try {
+        return (*static_cast<ProgressThunk*>(user_data)->fn)(progress) ? 0 : 1;
+      } catch (...) {
+        return 1;  // never let an exception cross the C library; cancel instead
+      }
+    }
+  };
+  using Ptr = detail::Handle<kx_model, kx_model_free>;
+  Ptr model_;
+};
+
+struct SamplerParams {
+  float temperature = 0.8f;  // <= 0: greedy
+  int32_t top_k = 40;
+  float top_p = 0.95f;
+  float min_p = 0.05f;
+  float repeat_penalty = 1.0f;
+  int32_t repeat_last_n = 64;
+  uint64_t seed = 0xC0FFEE;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplerParams& p = {}) {
+    kx_sampler_params sp;
+    detail::Check(kx_sampler_params_init(&sp, sizeof(sp)));
+    sp.temperature = p.temperature;
+    sp.top_k = p.top_k;
+    sp.top_p = p.top_p;
+    sp.min_p = p.min_p;
+    sp.repeat_penalty = p.repeat_penalty;
+    sp.repeat_last_n = p.repeat_last_n;
+    sp.seed = p.seed;
+    kx_sampler* s = nullptr;
+    detail::Check(kx_sampler_create(&sp, &s));
+    sampler_ = Ptr(s);
+  }
+  static Sampler Greedy() { return Sampler(SamplerParams{0.0f}); }
+  void Reset(uint64_t seed) { detail::Check(kx_sampler_reset(sampler_.get(), seed)); }
+  kx_sampler* get() const { return sampler_.get(); }
+
+ private:
+  using Ptr = detail::Handle<kx_sampler, kx_sampler_free>;
+  Ptr sampler_;
+};
+
+struct SessionParams {
+  int32_t n_ctx = 0;      // 0: min(trained, 4096)
+  int32_t n_batch = 0;    // 0: 64
+  int32_t n_threads = 0;  // 0: the model's default
+  uint64_t seed = 0xC0FFEE;
+};
+
+struct GenerateParams {
+  int32_t max_tokens = 256;  // -1: until end of generation or a full context
+  std::vector<std::string> stop;
+  const volatile int32_t* abort_flag = nullptr;
+};
+
+struct GenerateResult {
+  std::string text;
+  int32_t n_tokens = 0;
+  int32_t n_prompt = 0;
+  kx_stop_reason stop_reason = KX_STOP_END_OF_GENERATION;
+};
+
+class Session {
+ public:
+  explicit Session(const Model& model, const SessionParams& p = {}) {
+    kx_session_params sp;
+    detail::Check(kx_session_params_init(&sp, sizeof(sp)));
+    sp.n_ctx = p.n_ctx;
+    sp.n_batch = p.n_batch;
+    sp.n_threads = p.n_threads;
+    sp.seed = p.seed;
+    kx_session* s = nullptr;
+    detail::Check(kx_session_create(model.get(), &sp, &s));
+    session_ = Ptr(s);
+  }
+
+  void Eval(const std::vector<int32_t>& tokens, bool all_logits = false) {
+    detail::Check(kx_session_eval(session_.get(), tokens.data(), tokens.size(),
+                                  detail::Flag(all_logits, KX_EVAL_ALL_LOGITS)));
+  }
+  // A copy of the logits of token `index` of the last evaluation (-1: the last).
+  std::vector<float> Logits(int32_t index = -1) const {
+    const float* p = nullptr;
+    int32_t n = 0;
+    detail::Check(kx_session_get_logits(session_.get(), index, &p, &n));
+    return std::vector<float>(p, p + n);
+  }
+  int32_t Sample(Sampler& sampler) const {
+    int32_t token = -1;
+    detail::Check(kx_sampler_sample(sampler.get(), session_.get(), &token));
+    return token;
+  }
+  int32_t NPast() const {
+    int32_t n = 0;
+    detail::Check(kx_session_get_n_past(session_.get(), &n));
+    return n;
+  }
+  int32_t NCtx() const {
+    int32_t n = 0;
+    detail::Check(kx_session_get_n_ctx(session_.get(), &n));
+    return n;
+  }
+  std::vector<int32_t> Tokens() const {
+    uint64_t n = 0;
+    detail::Check(kx_session_get_tokens(session_.get(), nullptr, 0, &n));
+    std::vector<int32_t> ids(n);
+    detail::Check(kx_session_get_tokens(session_.get(), ids.data(), ids.size(), &n));
+    return ids;
+  }
+  void Truncate(int32_t n_keep) { detail::Check(kx_session_truncate(session_.get(), n_keep)); }
+  void Reset() { detail::Check(kx_session_reset(session_.get())); }
+  kx_stats Stats() const {
+    kx_stats st{};
+    st.struct_size = sizeof(st);
+    detail::Check(kx_session_get_stats(session_.get(), &st));
+    return st;
+  }
+  void ResetStats() { detail::Check(kx_session_reset_stats(session_.get())); }
+
+  // Generates after `prompt` ("" continues). `on_text` (may be empty) gets each piece of
+  // whole UTF-8 characters; return false to stop. `sampler` null: the session's default.
+  // An exception thrown by on_text stops generation and is rethrown here.
+  GenerateResult Generate(const std::string& prompt, const GenerateParams& params = {},
+                          const std::function<bool(std::string_view)>& on_text = {},
+                          Sampler* sampler = nullptr) {
+    std::vector<const char*> stops;
+    for (const std::string& s : params.stop) stops.push_back(s.c_str());
+    kx_generate_params gp;
+    detail::Check(kx_generate_params_init(&gp, sizeof(gp)));
+    gp.max_tokens = params.max_tokens;
+    gp.stop_strings = stops.empty() ? nullptr : stops.data();
+    gp.n_stop_strings = static_cast<uint32_t>(stops.size());
+    gp.abort_flag = params.abort_flag;
+    GenerateResult out;
+    Thunk thunk{&on_text, &out.text, nullptr};
+    gp.on_token = &Thunk::Call;
+    gp.user_data = &thunk;
+    kx_generate_result r{};
+    r.struct_size = sizeof(r);
+    const kx_status st = kx_session_generate(session_.get(), sampler ? sampler->get() : nullptr,
+                                             prompt.c_str(), &gp, &r);
+    if (thunk.error) std::rethrow_exception(thunk.error);
+    detail::Check(st);
+    out.n_tokens = r.n_tokens;
+    out.n_prompt = r.n_prompt;
+    out.stop_reason = static_cast<kx_stop_reason>(r.stop_reason);
+    return out;
+  }
+
+  kx_session* get() const { return session_.get(); }
+
+ private:
+  struct Thunk {
+    const std::function<bool(std::string_view)>* fn;
+    std::string* text;
+    std::exception_ptr error;
+    static int32_t Call(void* user_data, int32_t, const char* text, uint64_t len) {
+      auto* t = static_cast<Thunk*>(user_data);
+      try {
+        t->text->append(text, len);
+        if (*t->fn && len > 0) return (*t->fn)(std::string_view(text, len)) ? 0 : 1;
+        return 0;
+      } catch (...) {
+        t->error = std::current_exception();
+        return 1;
+      }
+    }
+  };
+  using Ptr = detail::Handle<kx_session, kx_session_free>;
+  Ptr session_;
+};
+
+}  // namespace kairox
+
+#endif  // KAIROX_KAIROX_HPP_

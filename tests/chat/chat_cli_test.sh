@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# kairox-chat's non-interactive behaviour: --help, --version, bad flags, and
+# one prompt piped on stdin answered with a tiny model.
+#
+#   chat_cli_test.sh path/to/kairox-chat path/to/kx_write_tiny_model SCRATCH_DIR
+set -euo pipefail
+chat=$1
+writer=$2
+dir=$3
+mkdir -p "$dir"
+fail=0
+expect() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; fi; }
+
+out=$("$chat" --help)
+expect "--help prints the usage" '[[ $out == *"usage: kairox-chat"* && $out == *"/reset"* ]]'
+out=$("$chat" --version)
+expect "--version prints the version" '[[ $out =~ ^kairox-chat\ [0-9]+\.[0-9]+\.[0-9]+$ ]]'
+set +e
+err=$("$chat" --bogus 2>&1 >/dev/null); rc=$?
+expect "an unknown flag fails" '(( rc != 0 )) && [[ $err == *"unknown argument"* ]]'
+err=$(echo hi | "$chat" -m "$dir/missing.gguf" 2>&1 >/dev/null); rc=$?
+expect "a missing model fails with its path" '(( rc != 0 )) && [[ $err == *"missing.gguf"* ]]'
+set -e
+"$writer" "$dir/tiny.gguf"
+out=$(echo "hello there" | "$chat" -m "$dir/tiny.gguf" -n 8 -t 2 -c 128 2>"$dir/stderr.txt")
+expect "a piped prompt is answered and the program exits 0" '[[ -n $out ]]'
+set +e
+echo "   " | "$chat" -m "$dir/tiny.gguf" >/dev/null 2>&1; rc=$?
+set -e
+expect "an empty piped prompt fails" '(( rc != 0 ))'
+exit $fail

@@ -1,0 +1,151 @@
+"""The Python package over libkairox.so: models, tokens, chat, sessions, logits (numpy and
+list), sampling, streaming generation, errors carrying the C message."""
+import threading
+
+import pytest
+
+import kairox
+
+
+def test_version():
+    parts = kairox.version().split(".")
+    assert len(parts) == 3 and all(p.isdigit() for p in parts)
+
+
+def test_model_info_and_progress(tiny_model_path):
+    seen = []
+    model = kairox.Model(tiny_model_path, n_threads=2, progress=lambda f: seen.append(f))
+    assert seen == [0.0, 0.5, 1.0]
+    info = model.info
+    assert info.arch == "llama" and info.n_vocab == 256 and info.eos_token == 2
+    assert info.n_params > 0 and info.path == tiny_model_path
+    assert info.chat_template_kind == "generic"
+
+
+def test_errors_carry_the_message(tiny_model_path, tmp_path):
+    with pytest.raises(kairox.KairoxError) as e:
+        kairox.Model(str(tmp_path / "missing.gguf"))
+    assert e.value.status_name == "NOT_FOUND" and "missing.gguf" in str(e.value)
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\x00" * 20)
+    with pytest.raises(kairox.KairoxError) as e:
+        kairox.Model(str(bad))
+    assert e.value.status_name == "INVALID_MODEL"
+    with pytest.raises(kairox.KairoxError) as e:
+        kairox.Model(tiny_model_path, progress=lambda f: f < 0.5)
+    assert e.value.status_name == "CANCELLED"
+    with pytest.raises(kairox.KairoxError) as e:
+        kairox.Model(tiny_model_path, device="cuda")
+    assert e.value.status_name == "UNSUPPORTED" and "cuda" in e.value.message
+    model = kairox.Model(tiny_model_path)
+    with pytest.raises(kairox.KairoxError) as e:
+        model.session(n_ctx=10**6)
+    assert e.value.status_name == "INVALID_ARGUMENT" and "context" in e.value.message
+    with pytest.raises(kairox.KairoxError) as e:
+        model.session().logits()
+    assert e.value.status_name == "INVALID_STATE"
+
+
+def test_tokens_round_trip(tiny_model_path):
+    model = kairox.Model(tiny_model_path)
+    text = "bytes and ünïcode ✓"
+    ids = model.tokenize(text, add_special=False)
+    assert len(ids) == len(text.encode())
+    assert model.detokenize(ids) == text
+    assert model.detokenize_bytes(ids[:-1]) == text.encode()[:-1]  # ends mid-character
+    assert model.is_end_of_generation(model.info.eos_token)
+    with pytest.raises(kairox.KairoxError):
+        model.detokenize([10**6])
+
+
+def test_logits_numpy_and_list(tiny_model_path):
+    np = pytest.importorskip("numpy")
+    model = kairox.Model(tiny_model_path)
+    s = model.session(n_ctx=64, n_threads=2)
+    s.eval(model.tokenize("abc", add_special=False), all_logits=True)
+    last = s.logits()
+    assert isinstance(last, np.ndarray) and last.dtype == np.float32 and last.shape == (256,)
+    assert np.isfinite(last).all() and last.std() > 0
+    as_list = s.logits(2, as_numpy=False)
+    assert isinstance(as_list, list) and as_list == last.tolist()
+    assert not np.array_equal(s.logits(0), last)
+    greedy = kairox.Sampler.greedy()
+    assert s.sample(greedy) == int(np.argmax(last))
+    assert greedy.sample_logits(last) == int(np.argmax(last))
+
+
+def test_generate_streams_and_matches_step_api(tiny_model_path):
+    model = kairox.Model(tiny_model_path)
+    s = model.session(n_ctx=128, n_threads=2)
+    greedy = kairox.Sampler.greedy()
+    pieces = list(s.generate("hello", max_tokens=12, sampler=greedy))
+    r = s.last_result
+    assert r.n_prompt == 5 and r.stop_reason in ("max_tokens", "end_of_generation")
+    assert s.n_past == 5 + r.n_tokens
+    generated = s.tokens[5:]
+    # The step API gives the same tokens.
+    s.reset()
+    s.eval(model.tokenize("hello"))
+    manual = []
+    for _ in range(r.n_tokens):
+        manual.append(s.sample(greedy))
+        s.eval([manual[-1]])
+    assert manual == generated
+    text = "".join(pieces)
+    assert text == model.detokenize(generated) or "\ufffd" in text
+    st = s.stats()
+    assert st["n_prompt_tokens"] >= 5 and st["n_gen_tokens"] >= r.n_tokens
+
+
+def test_generate_closed_early_and_abort(tiny_model_path):
+    model = kairox.Model(tiny_model_path)
+    s = model.session(n_ctx=256, n_threads=2)
+    it = s.generate("abc", max_tokens=-1, sampler=kairox.Sampler(seed=3, temperature=1.0))
+    next(it, None)
+    it.close()  # stops the C loop; the session is usable again
+    n = s.n_past
+    assert 3 <= n < 256
+    s.truncate(3)
+    assert s.n_past == 3
+    timer = threading.Timer(0.05, s.abort)
+    timer.start()
+    list(s.generate("", max_tokens=-1, sampler=kairox.Sampler(seed=3, temperature=1.0)))
+    timer.join()
+    assert s.last_result.stop_reason in ("aborted", "end_of_generation", "context_full")
+
+
+def test_chat_template_messages(tiny_model_path):
+    model = kairox.Model(tiny_model_path)
+    text = model.apply_chat_template([{"role": "user", "content": "hi"}, ("assistant", "yo")])
+    assert "hi" in text and "yo" in text
+
+
+def test_log_callback(tiny_model_path):
+    lines = []
+    kairox.set_log_callback(lambda level, msg: lines.append((level, msg)))
+    kairox.set_log_level("info")
+    try:
+        kairox.Model(tiny_model_path).session(n_ctx=32)
+    finally:
+        kairox.set_log_level("warn")
+        kairox.set_log_callback(None)
+    assert any(level == "info" and "session" in msg for level, msg in lines)
+
+
+@pytest.mark.model
+def test_default_model_chat(default_model_path):
+    model = kairox.Model(default_model_path)
+    info = model.info
+    assert (info.n_layer, info.n_embd, info.n_vocab) == (30, 576, 49152)
+    assert info.chat_template_kind == "chatml"
+    prompt = model.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}])
+    assert prompt.endswith("<|im_start|>assistant\n")
+    s = model.session(n_ctx=512, n_threads=2)
+    answer = s.generate_text(prompt, max_tokens=40, sampler=kairox.Sampler.greedy())
+    assert "Paris" in answer
+    assert s.last_result.n_tokens > 0
+    # A stop string cuts the text before it.
+    s.reset()
+    cut = s.generate_text(prompt, max_tokens=40, stop=["Paris"], sampler=kairox.Sampler.greedy())
+    assert "Paris" not in cut and s.last_result.stop_reason == "stop_string"
+    assert answer.startswith(cut)
