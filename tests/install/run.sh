@@ -12,6 +12,8 @@ model=$2
 scratch=${3:-$build/install-test}
 rm -rf "$scratch"
 mkdir -p "$scratch"
+# Absolute: CMAKE_PREFIX_PATH and the rpath-less runs below must not depend on the cwd.
+scratch=$(cd "$scratch" && pwd)
 prefix=$scratch/prefix
 
 cmake --build "$build" --target kairox kairox_static kairox-chat
