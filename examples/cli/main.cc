@@ -1,5 +1,6 @@
 // kairox-cli: generate text from a prompt, or describe a GGUF file.
 // Only the generated text goes to stdout; logs and statistics go to stderr.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -9,6 +10,7 @@
 #include "base/log.h"
 #include "base/timer.h"
 #include "common/cli_args.h"
+#include "common/progress.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
 #include "kairox/version.h"
@@ -122,8 +124,20 @@ int main(int argc, char** argv) {
                 std::to_string(engine.hparams().n_ctx_train) + ")");
   }
 
+  // The prompt in slices, so a long one shows a progress bar (on a TTY, after 1 s).
+  constexpr size_t kPromptSlice = 256;
   kx::Stopwatch pp_clock;
-  if (auto st = engine.Eval(ids); !st.ok()) return Fail(std::string(st.message()));
+  {
+    kx::cli::Progress bar("prompt", static_cast<int64_t>(ids.size()));
+    for (size_t done = 0; done < ids.size();) {
+      const size_t n = std::min(kPromptSlice, ids.size() - done);
+      if (auto st = engine.Eval(std::span<const int32_t>(ids).subspan(done, n)); !st.ok()) {
+        return Fail(std::string(st.message()));
+      }
+      done += n;
+      bar.Update(static_cast<int64_t>(done));
+    }
+  }
   const double pp_s = pp_clock.ElapsedSeconds();
 
   kx::Sampler sampler(sp);

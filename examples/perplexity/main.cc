@@ -9,6 +9,8 @@
 // when the model adds BOS). Tokens at positions [c/2, c) of every chunk are
 // scored (the first half only gives them context). The running perplexity
 // goes to stderr; the last line of stdout is "PPL = <value> +/- <stderr>".
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -23,6 +25,7 @@
 #include "base/status.h"
 #include "base/timer.h"
 #include "common/cli_args.h"
+#include "common/progress.h"
 #include "engine/engine.h"
 #include "model/tokenizer.h"
 #include "nlohmann/json.hpp"
@@ -204,6 +207,11 @@ absl::Status Run(const Args& args) {
   int64_t count = 0;
   std::vector<int32_t> chunk(n_ctx);
   Stopwatch total;
+  // On a terminal a progress bar runs and the per-chunk values are printed at
+  // the end; in logs they stream as llama-perplexity prints them.
+  cli::Progress bar("perplexity", static_cast<int64_t>(n_chunks));
+  const bool stream_values = isatty(STDERR_FILENO) == 0;
+  std::string values;
   for (size_t c = 0; c < n_chunks; ++c) {
     const int32_t* src = tokens.data() + c * n_ctx;
     chunk.assign(src, src + n_ctx);
@@ -223,10 +231,18 @@ absl::Status Run(const Args& args) {
       std::fprintf(stderr, "perplexity: %.2f s per pass, ETA %.1f min\n", s,
                    s * static_cast<double>(n_chunks) / 60.0);
     }
-    std::fprintf(stderr, "[%zu]%.4f,", c + 1, std::exp(nll_sum / static_cast<double>(count)));
-    std::fflush(stderr);
+    const std::string value =
+        absl::StrFormat("[%zu]%.4f,", c + 1, std::exp(nll_sum / static_cast<double>(count)));
+    if (stream_values) {
+      std::fputs(value.c_str(), stderr);
+      std::fflush(stderr);
+    } else {
+      values += value;
+      bar.Update(static_cast<int64_t>(c + 1));
+    }
   }
-  std::fprintf(stderr, "\n");
+  bar.Finish();
+  std::fprintf(stderr, "%s\n", values.c_str());
 
   const double mean = nll_sum / static_cast<double>(count);
   const double mean2 = nll2_sum / static_cast<double>(count);
