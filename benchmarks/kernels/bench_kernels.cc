@@ -191,8 +191,17 @@ int Main(int argc, char** argv) {
   const Shape kUpGate{"1536x576", 1536, 576};  // rows × n: ffn_up/gate, n_in = 576
   const Shape kDown{"576x1536", 576, 1536};    // ffn_down
   const Shape kHead{"49152x576", 49152, 576};  // tied LM head (Q8_0)
+  const Shape kGemmaDown{"640x2048", 640, 2048};  // Gemma 3 270M ffn_down (n % 256 == 0)
   const GgmlType kTypes[] = {GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kF16, GgmlType::kBF16,
-                             GgmlType::kF32};
+                             GgmlType::kF32,  GgmlType::kQ4_0, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                             GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
+                             GgmlType::kQ6_K};
+  // K-quant rows are whole 256-element super-blocks: SmolLM2's 576-wide rows
+  // cannot be K-quants (llama.cpp falls back to other types there).
+  auto shapes_for = [&](GgmlType ty) {
+    return GetTypeInfo(ty).block_size == 256 ? std::vector<Shape>{kDown, kGemmaDown}
+                                             : std::vector<Shape>{kUpGate, kDown};
+  };
   std::vector<Result> results;
   std::printf("CPU: %s; best ISA %s; medians of %d; 2T = %d threads on row halves\n\n",
               GetCpuFeatures().brand.c_str(), IsaName(GetCpuFeatures().BestIsa()), repeats,
@@ -230,9 +239,9 @@ int Main(int argc, char** argv) {
     for (GgmlType ty : kTypes) {
       if (only && std::strcmp(only, TypeName(ty)) != 0) continue;
       const cpu::TypeKernels& k = *t->For(ty);
-      const bool quant = ty == GgmlType::kQ4_1 || ty == GgmlType::kQ8_0;
+      const bool quant = ty != GgmlType::kF16 && ty != GgmlType::kBF16 && ty != GgmlType::kF32;
       const bool two = quant && isa != Isa::kScalar;
-      for (const Shape& s : {kUpGate, kDown}) row(k, isa, s, 0, two);
+      for (const Shape& s : shapes_for(ty)) row(k, isa, s, 0, two);
       if (ty == GgmlType::kQ8_0) row(k, isa, kHead, 0, two);
       if (quant && !(quick && isa == Isa::kScalar)) {
         // DRAM: a working set well past the L3, like a decode step's ~98 MB.
@@ -248,7 +257,7 @@ int Main(int argc, char** argv) {
     if (t == nullptr || (only_isa && std::strcmp(only_isa, IsaName(isa)) != 0)) continue;
     for (GgmlType ty : kTypes) {
       if (only && std::strcmp(only, TypeName(ty)) != 0) continue;
-      for (const Shape& s : {kUpGate, kDown}) {
+      for (const Shape& s : shapes_for(ty)) {
         MatmulVsMatvec(*t->For(ty), s, 64, repeats, rng, IsaName(isa));
       }
     }

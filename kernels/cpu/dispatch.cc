@@ -23,6 +23,9 @@ KernelTable MakeScalar() {
   for (const TypeKernels* k : {&ref::kQ4_1, &ref::kQ8_0, &ref::kF16, &ref::kBF16, &ref::kF32}) {
     Put(&t, *k);
   }
+#define KX_PUT(T) Put(&t, ref::k##T);
+  KX_CPU_NEW_TYPES(KX_PUT)
+#undef KX_PUT
   return t;
 }
 
@@ -34,6 +37,9 @@ KernelTable MakeAvx2() {
        {&avx2::kQ4_1, &avx2::kQ8_0, &avx2::kF16, &avx2::kBF16, &avx2::kF32}) {
     Put(&t, *k);
   }
+#define KX_PUT(T) Put(&t, avx2::k##T);
+  KX_CPU_NEW_TYPES(KX_PUT)
+#undef KX_PUT
   return t;
 }
 
@@ -46,6 +52,14 @@ KernelTable MakeAvx512(bool vnni) {
   Put(&t, !vnni ? avx512::kQ4_1 : vbmi ? avx512::kQ4_1VnniVbmi : avx512::kQ4_1Vnni);
   Put(&t, vnni ? avx512::kQ8_0Vnni : avx512::kQ8_0);
   for (const TypeKernels* k : {&avx512::kF16, &avx512::kBF16, &avx512::kF32}) Put(&t, *k);
+  // K-quants: one set for both levels (internal.h says why VNNI does not help them).
+  for (const TypeKernels* k :
+       {&avx512::kQ2_K, &avx512::kQ3_K, &avx512::kQ4_K, &avx512::kQ5_K, &avx512::kQ6_K}) {
+    Put(&t, *k);
+  }
+  Put(&t, vnni ? avx512::kQ4_0Vnni : avx512::kQ4_0);
+  Put(&t, vnni ? avx512::kQ5_0Vnni : avx512::kQ5_0);
+  Put(&t, vnni ? avx512::kQ5_1Vnni : avx512::kQ5_1);
   return t;
 }
 

@@ -33,6 +33,31 @@ struct BlockQ8_0 {
 };
 static_assert(sizeof(BlockQ8_0) == 34);
 
+// ggml's block_q4_0: x = d·(q − 8), q in 0..15, nibbles as in Q4_1.
+struct BlockQ4_0 {
+  uint16_t d;  // IEEE half
+  uint8_t qs[kQK / 2];
+};
+static_assert(sizeof(BlockQ4_0) == 18);
+
+// ggml's block_q5_0: x = d·(q − 16), q = nibble | (bit j of qh) << 4 for
+// element j (nibbles as in Q4_1; qh little-endian).
+struct BlockQ5_0 {
+  uint16_t d;  // IEEE half
+  uint8_t qh[4];
+  uint8_t qs[kQK / 2];
+};
+static_assert(sizeof(BlockQ5_0) == 22);
+
+// ggml's block_q5_1: x = d·q + m, q as in Q5_0 without the offset.
+struct BlockQ5_1 {
+  uint16_t d;  // IEEE half
+  uint16_t m;  // IEEE half
+  uint8_t qh[4];
+  uint8_t qs[kQK / 2];
+};
+static_assert(sizeof(BlockQ5_1) == 24);
+
 // Largest |q| the activation quantizer emits. Never -32768: vpmaddwd
 // overflows only for a pair of (-32768)·(-32768) products, which then cannot
 // occur whatever the weights.
@@ -80,6 +105,35 @@ void DequantizeF32(const void* src, float* dst, int64_t n);
 void DequantizeF16(const void* src, float* dst, int64_t n);
 void DequantizeBF16(const void* src, float* dst, int64_t n);
 }  // namespace ref
+
+// Weight types added for issue 3: kernels in <isa>/legacy_quants*.cc and
+// <isa>/kquants.cc, block layouts in kernels/cpu/legacy_quants.h and
+// kernels/cpu/kquants.h. The AVX-512 VNNI table takes the AVX-512 K-quant
+// kernels: they scale every 32-element block's int32 sums in float (the
+// activations' d differs per block), so vpdpwssd would only replace vpmaddwd.
+#define KX_CPU_NEW_TYPES(X) X(Q4_0) X(Q5_0) X(Q5_1) X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K)
+#define KX_CPU_DECLARE_KERNELS(T) extern const TypeKernels k##T;
+namespace ref {
+KX_CPU_NEW_TYPES(KX_CPU_DECLARE_KERNELS)
+void DequantizeQ4_0(const void* src, float* dst, int64_t n);
+void DequantizeQ5_0(const void* src, float* dst, int64_t n);
+void DequantizeQ5_1(const void* src, float* dst, int64_t n);
+void DequantizeQ2_K(const void* src, float* dst, int64_t n);
+void DequantizeQ3_K(const void* src, float* dst, int64_t n);
+void DequantizeQ4_K(const void* src, float* dst, int64_t n);
+void DequantizeQ5_K(const void* src, float* dst, int64_t n);
+void DequantizeQ6_K(const void* src, float* dst, int64_t n);
+}  // namespace ref
+namespace avx2 {
+KX_CPU_NEW_TYPES(KX_CPU_DECLARE_KERNELS)
+}  // namespace avx2
+namespace avx512 {
+KX_CPU_NEW_TYPES(KX_CPU_DECLARE_KERNELS)
+extern const TypeKernels kQ4_0Vnni;
+extern const TypeKernels kQ5_0Vnni;
+extern const TypeKernels kQ5_1Vnni;
+}  // namespace avx512
+#undef KX_CPU_DECLARE_KERNELS
 
 namespace avx2 {
 extern const TypeKernels kQ4_1;

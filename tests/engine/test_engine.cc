@@ -100,6 +100,57 @@ TEST_CASE("dense forward matches the reference for F16, BF16, F32, Q8_0 weights"
   }
 }
 
+// Issue 3's weight types. K-quant rows need n_in % 256 == 0, so these models
+// are 256 wide (ff 512); the legacy types run at the default shapes too.
+TEST_CASE("dense forward matches the reference for Q4_0, Q5_0, Q5_1 and K-quant weights") {
+  for (kx::GgmlType t : {kx::GgmlType::kQ4_K, kx::GgmlType::kQ6_K, kx::GgmlType::kQ5_K,
+                         kx::GgmlType::kQ4_0, kx::GgmlType::kQ5_0, kx::GgmlType::kQ5_1,
+                         kx::GgmlType::kQ3_K, kx::GgmlType::kQ2_K}) {
+    TinyModelSpec spec;
+    spec.weight_type = t;
+    spec.n_embd = 256;
+    spec.n_ff = 512;
+    spec.tied_output = false;
+    spec.seed = 300 + static_cast<uint64_t>(t);
+    INFO("weight type " << kx::TypeName(t));
+    CheckAgainstReference(spec, std::string("t") + kx::TypeName(t));
+  }
+}
+
+// A Q4_K_M-style mix: Q4_K matrices with a Q6_K tied embedding / LM head.
+TEST_CASE("dense forward matches the reference with a Q6_K tied head over Q4_K") {
+  TinyModelSpec spec;
+  spec.weight_type = kx::GgmlType::kQ4_K;
+  spec.embd_type = kx::GgmlType::kQ6_K;
+  spec.n_embd = 256;
+  spec.n_ff = 512;
+  spec.seed = 77;
+  CheckAgainstReference(spec, "q4km");
+}
+
+// Types outside the supported list are refused at load, naming the tensor
+// and the type (lib/model/llama.cc via kx::cpu::IsSupportedWeightType).
+TEST_CASE("a model with an unsupported weight type is refused by name") {
+  for (kx::GgmlType t : {kx::GgmlType::kIQ4_NL, kx::GgmlType::kTQ1_0}) {
+    TinyModelSpec spec;
+    spec.weight_type = t;
+    spec.n_embd = 256;
+    spec.n_ff = 512;
+    INFO("weight type " << kx::TypeName(t));
+    const std::string path = TempPath(std::string("unsup") + kx::TypeName(t));
+    REQUIRE(kx::test::WriteTinyModel(path, spec, nullptr).ok());
+    kx::EngineOptions opts;
+    opts.n_threads = 1;
+    auto e = kx::Engine::Load(path, opts);
+    ::unlink(path.c_str());
+    REQUIRE_FALSE(e.ok());
+    const std::string msg(e.status().message());
+    INFO(msg);
+    CHECK(msg.find("blk.0.attn_q.weight") != std::string::npos);
+    CHECK(msg.find(kx::TypeName(t)) != std::string::npos);
+  }
+}
+
 TEST_CASE("multi-head attention without GQA and a different RoPE base") {
   TinyModelSpec spec;
   spec.n_head = 2;

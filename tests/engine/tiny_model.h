@@ -44,6 +44,8 @@ absl::Status WriteTinyModel(const std::string& path, const TinyModelSpec& spec,
 // Quantizes a row of floats to `type` blocks (test-side quantizers, written
 // from the block definitions; Q4_1, Q8_0, F16, BF16, F32).
 std::vector<uint8_t> QuantizeRow(GgmlType type, const std::vector<float>& src);
+// Q4_0, Q5_0, Q5_1, Q2_K..Q6_K (tiny_quantize.cc): row length a multiple of the block.
+std::vector<uint8_t> QuantizeRowIssue3(GgmlType type, const std::vector<float>& src);
 
 // Logits of every position of `tokens` by a plain float64 forward pass.
 std::vector<std::vector<float>> ReferenceForward(const TinyModelSpec& spec,

@@ -21,6 +21,7 @@ from gguf import quants
 
 SEED = 20240611
 N_ELEMENTS = 64 * 32  # 64 legacy blocks: small files, every nibble/byte value many times
+N_ELEMENTS_K = 8 * 256  # 8 K-quant super-blocks (the same element count)
 OUT = pathlib.Path(__file__).resolve().parent / "dequant"
 
 
@@ -46,6 +47,34 @@ def blocks_q8_0(rng, nb):
     return np.concatenate([d.view(np.uint8).reshape(nb, 2), qs.view(np.uint8)], axis=1)
 
 
+def halves(d):
+    return d.view(np.uint8).reshape(d.size, 2)
+
+
+def blocks_q4_0(rng, nb):
+    return np.concatenate([halves(random_halves(rng, nb)),
+                           rng.integers(0, 256, (nb, 16), dtype=np.uint8)], axis=1)
+
+
+def blocks_q5_0(rng, nb):
+    return np.concatenate([halves(random_halves(rng, nb)),
+                           rng.integers(0, 256, (nb, 20), dtype=np.uint8)], axis=1)  # qh, qs
+
+
+def blocks_q5_1(rng, nb):
+    return np.concatenate([halves(random_halves(rng, nb)), halves(random_halves(rng, nb)),
+                           rng.integers(0, 256, (nb, 20), dtype=np.uint8)], axis=1)
+
+
+def blocks_k(rng, nb, block_bytes, half_offsets):
+    """K-quant super-blocks: random bytes everywhere (every scale, min and quant
+    bit pattern), with finite f16 d / dmin at the given byte offsets."""
+    data = rng.integers(0, 256, (nb, block_bytes), dtype=np.uint8)
+    for off in half_offsets:
+        data[:, off:off + 2] = halves(random_halves(rng, nb))
+    return data
+
+
 def raw_bits(rng, n, width):
     # Every bit pattern class: normals, subnormals, zeros, infinities, NaNs.
     return rng.integers(0, 1 << 16, n, dtype=np.uint16).view(np.uint8) if width == 2 else \
@@ -62,6 +91,16 @@ def main():
         T.F16: raw_bits(rng, N_ELEMENTS, 2),
         T.BF16: raw_bits(rng, N_ELEMENTS, 2),
         T.F32: raw_bits(rng, N_ELEMENTS, 4),
+        # Issue 3's types, drawn after the first ones so that their files stay as they were.
+        T.Q4_0: blocks_q4_0(rng, nb),
+        T.Q5_0: blocks_q5_0(rng, nb),
+        T.Q5_1: blocks_q5_1(rng, nb),
+        # Offsets of d (and dmin) in ggml's block_q*_K.
+        T.Q2_K: blocks_k(rng, N_ELEMENTS_K // 256, 84, [80, 82]),
+        T.Q3_K: blocks_k(rng, N_ELEMENTS_K // 256, 110, [108]),
+        T.Q4_K: blocks_k(rng, N_ELEMENTS_K // 256, 144, [0, 2]),
+        T.Q5_K: blocks_k(rng, N_ELEMENTS_K // 256, 176, [0, 2]),
+        T.Q6_K: blocks_k(rng, N_ELEMENTS_K // 256, 210, [208]),
     }
     for qtype, data in cases.items():
         block, size = GGML_QUANT_SIZES[qtype]

@@ -42,7 +42,9 @@ uint32_t U32At(const std::vector<uint8_t>& b, size_t off) {
 TEST_CASE("dequantize matches gguf-py goldens bit for bit", "[kernels][golden]") {
   const std::string dir = GoldenDir();
   for (GgmlType ty : {GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kF16, GgmlType::kBF16,
-                      GgmlType::kF32}) {
+                      GgmlType::kF32, GgmlType::kQ4_0, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                      GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
+                      GgmlType::kQ6_K}) {
     INFO(TypeName(ty));
     const std::vector<uint8_t> file = ReadAll(dir + TypeName(ty) + ".bin");
     constexpr size_t kHeader = 20;
@@ -62,6 +64,7 @@ TEST_CASE("dequantize matches gguf-py goldens bit for bit", "[kernels][golden]")
       const cpu::KernelTable* t = cpu::KernelsFor(isa);
       if (t == nullptr) continue;
       INFO(IsaName(isa));
+      REQUIRE(t->For(ty) != nullptr);
       std::vector<float> out(n, -1.0f);
       t->For(ty)->dequantize(data.data(), out.data(), n);
       int64_t mismatches = 0;

@@ -19,12 +19,15 @@ using cpu::KernelTable;
 using cpu::TypeKernels;
 
 constexpr GgmlType kTypes[] = {GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kF16, GgmlType::kBF16,
-                               GgmlType::kF32};
+                               GgmlType::kF32,  GgmlType::kQ4_0, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                               GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
+                               GgmlType::kQ6_K};
 constexpr Isa kSimdIsas[] = {Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni};
 constexpr float kPoison = -7.77e33f;  // written nowhere by a correct kernel
 constexpr int kGuard = 16;            // sentinel floats after every output
 
 std::vector<int64_t> SizesFor(GgmlType type) {
+  if (IsKQuant(type)) return {256, 512, 768, 1536};  // 1, 2, odd super-blocks; the model's n_ff
   if (IsQuantized(type)) return {32, 64, 96, 576, 1536};  // 1, 2, odd and the model's blocks
   return {1, 7, 16, 33, 576};
 }
@@ -41,7 +44,10 @@ TEST_CASE("kernel tables report their ISA and cover the supported types", "[kern
   REQUIRE(scalar != nullptr);
   CHECK(scalar->isa == Isa::kScalar);
   for (GgmlType t : kTypes) CHECK(cpu::IsSupportedWeightType(t));
-  CHECK_FALSE(cpu::IsSupportedWeightType(GgmlType::kQ6_K));
+  // Types outside issue 3's list stay unsupported (the model loader refuses them by name).
+  CHECK_FALSE(cpu::IsSupportedWeightType(GgmlType::kIQ4_NL));
+  CHECK_FALSE(cpu::IsSupportedWeightType(GgmlType::kTQ1_0));
+  CHECK_FALSE(cpu::IsSupportedWeightType(GgmlType::kQ8_1));
   CHECK(scalar->For(static_cast<GgmlType>(1000)) == nullptr);
   for (Isa isa : kSimdIsas) {
     const KernelTable* t = cpu::KernelsFor(isa);
@@ -191,6 +197,53 @@ TEST_CASE("quantized matvec is exact at the extremes of the int16 range", "[kern
   }
 }
 
+// K-quants at their integer limits: Q6_K's |sc·q| = 128·32 = 4096 (scales
+// -128, q = -32), the largest product with ±32767 activations any type
+// makes (2 per vpmaddwd lane: < 2^28; the scalar reference sums in int64);
+// the others with every scale, min and quant bit set. Against float64.
+TEST_CASE("K-quant matvec is exact at the extremes of the int16 range", "[kernels][isa]") {
+  auto rng = SeededRng(708);
+  const int64_t n = 768, rows = 5;
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni}) {
+    const KernelTable* t = cpu::KernelsFor(isa);
+    if (t == nullptr) continue;
+    for (GgmlType ty : {GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
+                        GgmlType::kQ6_K}) {
+      INFO(IsaName(isa) << " " << TypeName(ty));
+      const TypeKernels* k = t->For(ty);
+      const size_t rb = RowBytes(ty, n);
+      const size_t bb = static_cast<size_t>(GetTypeInfo(ty).block_bytes);
+      std::vector<uint8_t> w = RandomRows(ty, n, rows, rng);  // d, dmin from here
+      const std::vector<uint8_t> keep = w;
+      for (size_t off = 0; off < w.size(); off += bb) {
+        if (ty == GgmlType::kQ6_K) {
+          std::memset(&w[off], 0x00, 192);      // ql, qh: q = -32
+          std::memset(&w[off + 192], 0x80, 16);  // scales: -128
+        } else {
+          std::memset(&w[off], 0xff, bb);
+          // Restore d (and dmin): their offsets per layout.
+          const size_t d_off = ty == GgmlType::kQ2_K ? 80 : ty == GgmlType::kQ3_K ? 108 : 0;
+          std::memcpy(&w[off + d_off], &keep[off + d_off], ty == GgmlType::kQ3_K ? 2 : 4);
+        }
+      }
+      std::vector<float> x(n);
+      for (int64_t i = 0; i < n; ++i) x[i] = (rng() & 1) ? 3.0f : -3.0f;  // every q = ±32767
+      std::vector<uint8_t> act(k->act_bytes(n));
+      k->quantize_act(x.data(), n, act.data());
+      std::vector<float> y = Poisoned(rows);
+      k->matvec(w.data(), rb, n, rows, act.data(), y.data());
+      CheckGuard(y, rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        double exact = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          exact += WeightAt(ty, w.data() + r * rb, i) * ActAt(ty, act.data(), i);
+        }
+        REQUIRE(std::fabs(y[r] - exact) <= DotErrorBound(ty, w.data() + r * rb, n, act.data()));
+      }
+    }
+  }
+}
+
 // Variants that a table holds only on some CPUs (the VNNI table takes the
 // VBMI Q4_1 kernels where the CPU has VBMI, the generic ones elsewhere):
 // each that this CPU runs, against the scalar reference as above.
@@ -248,7 +301,7 @@ TEST_CASE("matvec rows are independent of the split", "[kernels][isa]") {
     if (t == nullptr) continue;
     for (GgmlType ty : kTypes) {
       INFO(IsaName(isa) << " " << TypeName(ty));
-      const int64_t n = 576, rows = 11;
+      const int64_t n = IsKQuant(ty) ? 768 : 576, rows = 11;
       const size_t rb = RowBytes(ty, n);
       const TypeKernels* k = t->For(ty);
       const std::vector<uint8_t> w = RandomRows(ty, n, rows, rng);

@@ -79,9 +79,13 @@ TEST_CASE("scalar matvec matches a float64 dot product", "[kernels][ref]") {
   auto rng = SeededRng(606);
   const cpu::KernelTable* ref = cpu::KernelsFor(Isa::kScalar);
   for (GgmlType ty :
-       {GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kF16, GgmlType::kBF16, GgmlType::kF32}) {
+       {GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kF16, GgmlType::kBF16, GgmlType::kF32,
+        GgmlType::kQ4_0, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ2_K, GgmlType::kQ3_K,
+        GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
     const cpu::TypeKernels* k = ref->For(ty);
-    for (int64_t n : {32, 96, 576, 1536}) {
+    const std::vector<int64_t> sizes =
+        IsKQuant(ty) ? std::vector<int64_t>{256, 768, 1536} : std::vector<int64_t>{32, 96, 576, 1536};
+    for (int64_t n : sizes) {
       INFO(TypeName(ty) << " n=" << n);
       const int64_t rows = 5;
       const size_t rb = RowBytes(ty, n);
