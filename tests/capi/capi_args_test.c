@@ -10,6 +10,16 @@
 
 #include "capi_test.h"
 
+/* GCC defines __SANITIZE_ADDRESS__ under ASan; clang reports it through __has_feature. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KX_CLANG_ASAN 1
+#endif
+#endif
+#ifndef KX_CLANG_ASAN
+#define KX_CLANG_ASAN 0
+#endif
+
 #define INVALID KX_STATUS_INVALID_ARGUMENT
 
 static void TestNullArguments(kx_model* model, kx_session* s, kx_sampler* smp) {
@@ -276,13 +286,13 @@ static void TestFailureInjection(const char* tiny, const char* huge, const char*
   OK(kx_session_params_init(&sp, sizeof sp));
   sp.n_ctx = 1 << 24;
   sp.n_threads = 1;
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || KX_CLANG_ASAN
   /* ASan's operator new aborts on failure instead of throwing std::bad_alloc. */
   fprintf(stderr, "note: the out-of-memory case is not run under AddressSanitizer\n");
   (void)VmSizeBytes;
 #else
   {
-    struct rlimit old_limit, limit;
+    struct rlimit old_limit = {0, 0}, limit;
     const unsigned long long vm = VmSizeBytes();
     CHECK(vm > 0 && getrlimit(RLIMIT_AS, &old_limit) == 0);
     limit = old_limit;
