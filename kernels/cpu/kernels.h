@@ -69,6 +69,14 @@ struct VecKernels {
   void (*f32_to_f16)(const float* src, uint16_t* dst, int64_t n);
   // Σ a[i]·b[i] in F32.
   float (*dot_f32)(const float* a, const float* b, int64_t n);
+  // dst[t] = Σ_i rows[t·stride + i]·x[i] for t < n_rows: one query against the
+  // F16 keys of one head. Each dst[t] equals dot_f16_f32 of that row.
+  void (*dot_f16_rows)(const uint16_t* rows, size_t stride, int64_t n_rows, const float* x,
+                       int64_t n, float* dst);
+  // y[i] += Σ_t coeff[t]·rows[t·stride + i], rows in order (the same result as
+  // n_rows calls of axpy_f16): attention weights times the values of one head.
+  void (*axpy_f16_rows)(const float* coeff, const uint16_t* rows, size_t stride, int64_t n_rows,
+                        float* y, int64_t n);
 };
 
 struct KernelTable {

@@ -183,10 +183,10 @@ void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit,
           const int kvh = h / group;
           const int n_keys = n_past + b + 1;
           const float* qh = &q[b * d + h * hd];
+          vec.dot_f16_rows(kc + kvh * hd, kvd, n_keys, qh, hd, sc);
           float max_s = -INFINITY;
           for (int t = 0; t < n_keys; ++t) {
-            sc[t] = vec.dot_f16_f32(kc + static_cast<size_t>(t) * kvd + kvh * hd, qh, hd) *
-                    attn_scale;
+            sc[t] *= attn_scale;
             max_s = std::max(max_s, sc[t]);
           }
           float sum = 0.0f;
@@ -195,11 +195,10 @@ void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit,
             sum += sc[t];
           }
           const float inv = 1.0f / sum;
+          for (int t = 0; t < n_keys; ++t) sc[t] *= inv;
           float* out = &attn[b * d + h * hd];
           std::memset(out, 0, sizeof(float) * hd);
-          for (int t = 0; t < n_keys; ++t) {
-            vec.axpy_f16(sc[t] * inv, vc + static_cast<size_t>(t) * kvd + kvh * hd, out, hd);
-          }
+          vec.axpy_f16_rows(sc, vc + kvh * hd, kvd, n_keys, out, hd);
         }
       });
     }

@@ -378,5 +378,42 @@ TEST_CASE("vector kernels match the scalar reference", "[kernels][isa]") {
   }
 }
 
+TEST_CASE("multi-row F16 dot and axpy equal their single-row forms", "[kernels][isa]") {
+  auto rng = SeededRng(405);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni}) {
+    const KernelTable* t = cpu::KernelsFor(isa);
+    if (t == nullptr) continue;
+    const cpu::VecKernels& v = t->vec;
+    for (int64_t n : {1, 17, 64, 128}) {
+      for (int64_t n_rows : {1, 3, 70}) {
+        INFO(IsaName(isa) << " n=" << n << " rows=" << n_rows);
+        const size_t stride = static_cast<size_t>(n) + 7;  // rows of a wider KV cache line
+        std::vector<uint16_t> rows(stride * n_rows);
+        for (auto& h : rows) h = cpu::FloatToHalf(normal(rng));
+        std::vector<float> x(n), coeff(n_rows), y0(n);
+        for (auto& e : x) e = normal(rng);
+        for (auto& e : coeff) e = normal(rng);
+        for (auto& e : y0) e = normal(rng);
+
+        std::vector<float> dots(n_rows + kGuard, kPoison);
+        v.dot_f16_rows(rows.data(), stride, n_rows, x.data(), n, dots.data());
+        CheckGuard(dots, n_rows);
+        for (int64_t r = 0; r < n_rows; ++r) {
+          REQUIRE(dots[r] == v.dot_f16_f32(rows.data() + r * stride, x.data(), n));
+        }
+        std::vector<float> y_multi = y0, y_single = y0;
+        y_multi.resize(n + kGuard, kPoison);
+        v.axpy_f16_rows(coeff.data(), rows.data(), stride, n_rows, y_multi.data(), n);
+        CheckGuard(y_multi, n);
+        for (int64_t r = 0; r < n_rows; ++r) {
+          v.axpy_f16(coeff[r], rows.data() + r * stride, y_single.data(), n);
+        }
+        for (int64_t i = 0; i < n; ++i) REQUIRE(y_multi[i] == y_single[i]);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kx::test

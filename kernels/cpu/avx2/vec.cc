@@ -59,8 +59,20 @@ float DotF32(const float* a, const float* b, int64_t n) {
   return sum;
 }
 
+// The multi-row forms: one call per head instead of one per position, with
+// the single-row kernels above inlined.
+void DotF16Rows(const uint16_t* rows, size_t stride, int64_t n_rows, const float* x, int64_t n,
+                float* dst) {
+  for (int64_t t = 0; t < n_rows; ++t) dst[t] = DotF16F32(rows + t * stride, x, n);
+}
+
+void AxpyF16Rows(const float* coeff, const uint16_t* rows, size_t stride, int64_t n_rows,
+                 float* y, int64_t n) {
+  for (int64_t t = 0; t < n_rows; ++t) AxpyF16(coeff[t], rows + t * stride, y, n);
+}
+
 }  // namespace
 
-const VecKernels kVec = {&DotF16F32, &AxpyF16, &F32ToF16, &DotF32};
+const VecKernels kVec = {&DotF16F32, &AxpyF16, &F32ToF16, &DotF32, &DotF16Rows, &AxpyF16Rows};
 
 }  // namespace kx::cpu::avx2
