@@ -59,9 +59,11 @@ struct Candidate {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromData(TokenizerData d) {
-  if (d.model != "gpt2") {
-    return absl::UnimplementedError("tokenizer: model '" + d.model +
-                                    "' is not supported (only byte-level BPE, 'gpt2')");
+  const bool spm = d.model == "llama";
+  if (d.model != "gpt2" && !spm) {
+    return absl::UnimplementedError(
+        "tokenizer: model '" + d.model +
+        "' is not supported (byte-level BPE 'gpt2' and SentencePiece 'llama' are)");
   }
   if (d.tokens.empty()) return absl::InvalidArgumentError("tokenizer: the vocabulary is empty");
   if (d.tokens.size() > static_cast<size_t>(INT32_MAX)) {
@@ -71,6 +73,11 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromData(TokenizerData d) 
   if (!d.token_types.empty() && d.token_types.size() != n) {
     return absl::InvalidArgumentError(absl::StrFormat("tokenizer: %d token types for %d tokens",
                                                       static_cast<int64_t>(d.token_types.size()),
+                                                      static_cast<int64_t>(n)));
+  }
+  if (!d.scores.empty() && d.scores.size() != n) {
+    return absl::InvalidArgumentError(absl::StrFormat("tokenizer: %d scores for %d tokens",
+                                                      static_cast<int64_t>(d.scores.size()),
                                                       static_cast<int64_t>(n)));
   }
   KX_RETURN_IF_ERROR(CheckId("bos", d.bos_id, n));
@@ -88,6 +95,9 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromData(TokenizerData d) 
   t->pad_id_ = d.pad_id;
   t->add_bos_ = d.add_bos;
   t->add_eos_ = d.add_eos;
+  t->model_ = spm ? TokenizerModel::kSentencePiece : TokenizerModel::kBytePairGpt2;
+  t->add_space_prefix_ = spm && d.add_space_prefix;
+  if (spm) t->scores_ = d.scores.empty() ? std::vector<float>(n, 0.0f) : std::move(d.scores);
   t->types_ = d.token_types.empty() ? std::vector<TokenType>(n, TokenType::kNormal)
                                     : std::move(d.token_types);
   t->tokens_ = std::move(d.tokens);
@@ -99,7 +109,9 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromData(TokenizerData d) 
     const auto id = static_cast<int32_t>(i);
     // The first spelling wins; later duplicates stay decodable but unreachable.
     if (!t->token_ids_.emplace(t->tokens_[i], id).second) ++duplicates;
-    t->pieces_[i] = IsSpecialType(t->types_[i]) ? t->tokens_[i] : ByteLevelDecode(t->tokens_[i]);
+    if (!spm) {
+      t->pieces_[i] = IsSpecialType(t->types_[i]) ? t->tokens_[i] : ByteLevelDecode(t->tokens_[i]);
+    }
     if (IsSpecialType(t->types_[i]) && !t->tokens_[i].empty()) {
       t->specials_by_byte_[static_cast<uint8_t>(t->tokens_[i][0])].push_back(id);
     }
@@ -111,8 +123,13 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromData(TokenizerData d) 
     });
   }
 
+  if (spm) t->InitSpm();  // pieces_ and byte_ids_ from the <0xNN> tokens
   int missing_bytes = 0;
   for (int b = 0; b < 256; ++b) {
+    if (spm) {
+      missing_bytes += t->byte_ids_[b] < 0;
+      continue;
+    }
     std::string spelling;
     AppendUtf8(ByteToCodepoint(static_cast<uint8_t>(b)), spelling);
     auto it = t->token_ids_.find(spelling);
@@ -130,6 +147,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromData(TokenizerData d) 
                                         : "token " + std::to_string(t->missing_byte_id_));
   }
 
+  if (spm) d.merges.clear();  // SentencePiece merges by score; a merges array is not used
   t->merges_.reserve(d.merges.size());
   size_t skipped = 0;
   for (size_t rank = 0; rank < d.merges.size(); ++rank) {
@@ -217,8 +235,13 @@ void Tokenizer::EncodeWord(std::string_view word, std::vector<int32_t>& dst) con
   for (int32_t i = 0; i >= 0; i = next[i]) dst.push_back(ids[i]);
 }
 
-void Tokenizer::EncodeText(std::string_view text, std::vector<int32_t>& dst) const {
+void Tokenizer::EncodeText(std::string_view text, bool space_prefix,
+                           std::vector<int32_t>& dst) const {
   if (text.empty()) return;
+  if (model_ == TokenizerModel::kSentencePiece) {
+    EncodeSpm(text, space_prefix, dst);
+    return;
+  }
   std::vector<std::string_view> words;
   PreTokenize(pre_, text, words);
   for (std::string_view w : words) EncodeWord(w, dst);
@@ -229,6 +252,14 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special,
   std::vector<int32_t> dst;
   dst.reserve(text.size() / 3 + 2);
   if (add_special && add_bos_ && bos_id_ >= 0) dst.push_back(bos_id_);
+  // SentencePiece's space prefix goes before the first text and before text
+  // that follows a special token (as llama.cpp does it).
+  bool after_special = true;
+  const auto encode_plain = [&](std::string_view plain) {
+    if (plain.empty()) return;
+    EncodeText(plain, after_special, dst);
+    after_special = false;
+  };
   size_t plain_begin = 0;
   for (size_t pos = 0; pos < text.size();) {
     const int32_t id = MatchSpecial(text, pos, parse_special);
@@ -236,12 +267,13 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special,
       ++pos;
       continue;
     }
-    EncodeText(text.substr(plain_begin, pos - plain_begin), dst);
+    encode_plain(text.substr(plain_begin, pos - plain_begin));
     dst.push_back(id);
+    after_special = true;
     pos += tokens_[id].size();
     plain_begin = pos;
   }
-  EncodeText(text.substr(plain_begin), dst);
+  encode_plain(text.substr(plain_begin));
   if (add_special && add_eos_ && eos_id_ >= 0) dst.push_back(eos_id_);
   return dst;
 }
@@ -254,12 +286,23 @@ std::string Tokenizer::TokenToPiece(int32_t id, bool render_special) const {
 
 std::string Tokenizer::Decode(std::span<const int32_t> ids, bool render_special) const {
   std::string dst;
+  // SentencePiece: the space the encoder put before the text is not part of it.
+  bool strip_space = add_space_prefix_;
   for (int32_t id : ids) {
     if (id < 0 || id >= n_vocab()) continue;
     if (!render_special && types_[id] == TokenType::kControl) continue;
-    dst += pieces_[id];
+    std::string_view piece = pieces_[id];
+    if (strip_space && !piece.empty()) {
+      if (piece[0] == ' ') piece.remove_prefix(1);
+      strip_space = false;
+    }
+    dst += piece;
   }
   return dst;
+}
+
+float Tokenizer::score(int32_t id) const {
+  return id >= 0 && static_cast<size_t>(id) < scores_.size() ? scores_[id] : 0.0f;
 }
 
 bool Tokenizer::IsEndOfGeneration(int32_t id) const {

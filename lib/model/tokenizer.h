@@ -1,5 +1,7 @@
 // Text <-> token ids for the models kairox runs. Byte-level BPE
-// (`tokenizer.ggml.model = gpt2`) with the GPT-2 and SmolLM pre-tokenizers.
+// (`tokenizer.ggml.model = gpt2`) with the GPT-2 and SmolLM pre-tokenizers,
+// and SentencePiece-style vocabularies (`tokenizer.ggml.model = llama`:
+// scores, "\u2581" for spaces, <0xNN> byte-fallback tokens).
 //
 //   KX_ASSIGN_OR_RETURN(auto tok, kx::Tokenizer::FromGguf(gguf));
 //   std::vector<int32_t> ids = tok->Encode(prompt, /*add_special=*/true, /*parse_special=*/true);
@@ -42,11 +44,13 @@ enum class TokenType : int32_t {
 // Everything a tokenizer is built from, as plain data (what the GGUF keys
 // `tokenizer.ggml.*` hold). Ids of -1 mean "none".
 struct TokenizerData {
-  std::string model = "gpt2";          // tokenizer.ggml.model; only "gpt2" is supported
-  std::string pre = "default";         // tokenizer.ggml.pre
-  std::vector<std::string> tokens;     // vocabulary, in the byte-level spelling ("Ġthe")
+  std::string model = "gpt2";          // tokenizer.ggml.model: "gpt2" or "llama" (SentencePiece)
+  std::string pre = "default";         // tokenizer.ggml.pre (gpt2 only)
+  std::vector<std::string> tokens;     // vocabulary, as spelled in the file ("Ġthe", "\u2581the")
   std::vector<TokenType> token_types;  // empty: all normal
-  std::vector<std::string> merges;     // "left right", highest priority first
+  std::vector<std::string> merges;     // gpt2: "left right", highest priority first
+  std::vector<float> scores;           // llama: merge priority per token (higher first); empty: 0
+  bool add_space_prefix = false;       // llama: a space before the first text (after specials)
   int32_t bos_id = -1;
   int32_t eos_id = -1;
   int32_t eot_id = -1;
@@ -56,12 +60,21 @@ struct TokenizerData {
   bool add_eos = false;
 };
 
+// Which encoding algorithm a vocabulary uses.
+enum class TokenizerModel {
+  kBytePairGpt2,   // "gpt2": pre-tokenize, then merges by rank over byte-level symbols
+  kSentencePiece,  // "llama": merges by the score of the merged piece over UTF-8 characters,
+                   // characters without a piece fall back to <0xNN> byte tokens
+};
+
 class Tokenizer {
  public:
-  // Reads tokenizer.ggml.* from the file. add_bos_token defaults to false
-  // when absent (GPT-2-style vocabularies do not prepend BOS).
+  // Reads tokenizer.ggml.* from the file. gpt2: add_bos_token defaults to
+  // false (GPT-2-style vocabularies do not prepend BOS). llama: add_bos_token
+  // and add_space_prefix default to true, and absent bos/eos/unknown ids to
+  // 1/2/0 (what llama.cpp assumes for SentencePiece files).
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromGguf(const GgufFile& f);
-  // Validates `d` (ids in range, known model) and builds the lookup tables.
+  // Validates `d` (ids in range, known model, array sizes) and builds the lookup tables.
   // Merges naming tokens that are not in the vocabulary are skipped with one
   // warning.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromData(TokenizerData d);
@@ -74,15 +87,27 @@ class Tokenizer {
   // vocabulary has no token for (SmolLM2 lacks 21, e.g. 0x1D, 0xC0, 0xF5..0xFF):
   // those become the unknown token when it is not a control token, and are
   // dropped otherwise (what HF's BPE does; SmolLM2's unk is <|endoftext|>).
+  // SentencePiece: spaces become U+2581; with add_space_prefix, a space is put
+  // before the text and before each stretch of text after a special token
+  // (llama.cpp's rule); characters the vocabulary lacks become byte tokens.
   std::vector<int32_t> Encode(std::string_view text, bool add_special, bool parse_special) const;
 
   // The bytes a token stands for (may be a partial UTF-8 sequence). Control
   // tokens give their text when render_special, else "". Out-of-range ids give "".
+  // SentencePiece pieces have U+2581 turned back into spaces (the prefix space
+  // included: " Once"); byte tokens give their byte.
   std::string TokenToPiece(int32_t id, bool render_special = true) const;
   // Concatenated pieces (raw bytes; use Utf8Stream or check validity to print).
+  // SentencePiece with add_space_prefix: the first piece that gives any text
+  // (after a hidden BOS) loses one leading space, so Decode(Encode(x)) == x
+  // for text without special tokens.
   std::string Decode(std::span<const int32_t> ids, bool render_special = false) const;
 
   int32_t n_vocab() const { return static_cast<int32_t>(tokens_.size()); }
+  TokenizerModel model() const { return model_; }
+  bool add_space_prefix() const { return add_space_prefix_; }
+  // The SentencePiece score of a token (0 for gpt2 and out-of-range ids).
+  float score(int32_t id) const;
   int32_t bos_id() const { return bos_id_; }
   int32_t eos_id() const { return eos_id_; }
   int32_t eot_id() const { return eot_id_; }
@@ -113,14 +138,22 @@ class Tokenizer {
   }
   // Appends the BPE encoding of one pre-tokenized word.
   void EncodeWord(std::string_view word, std::vector<int32_t>& dst) const;
-  // Appends the ids of plain text (no special tokens in it).
-  void EncodeText(std::string_view text, std::vector<int32_t>& dst) const;
+  // Appends the ids of plain text (no special tokens in it). space_prefix:
+  // SentencePiece's add_space_prefix applies to this stretch.
+  void EncodeText(std::string_view text, bool space_prefix, std::vector<int32_t>& dst) const;
+  // SentencePiece encoding of one stretch of plain text (tokenizer_spm.cc).
+  void EncodeSpm(std::string_view text, bool space_prefix, std::vector<int32_t>& dst) const;
+  // Whether a SentencePiece merge may produce (or the output may use) token `id`.
+  bool IsSpmPiece(int32_t id) const;
+  // SentencePiece set-up in FromData: pieces and byte tokens (tokenizer_spm.cc).
+  void InitSpm();
   // The special token whose text starts at text[pos], longest first, or -1.
   int32_t MatchSpecial(std::string_view text, size_t pos, bool parse_special) const;
 
   std::vector<std::string> tokens_;
   std::vector<TokenType> types_;
   std::vector<std::string> pieces_;  // decoded bytes per id
+  std::vector<float> scores_;        // SentencePiece only
   absl::flat_hash_map<std::string, int32_t> token_ids_;
   absl::flat_hash_map<uint64_t, Merge> merges_;
   std::array<int32_t, 256> byte_ids_{};  // token of each single byte, -1 if none
@@ -131,6 +164,8 @@ class Tokenizer {
   int32_t bos_id_ = -1, eos_id_ = -1, eot_id_ = -1, unk_id_ = -1, pad_id_ = -1;
   int32_t missing_byte_id_ = -1;  // what a byte without a token encodes as; -1: dropped
   bool add_bos_ = false, add_eos_ = false;
+  bool add_space_prefix_ = false;
+  TokenizerModel model_ = TokenizerModel::kBytePairGpt2;
 };
 
 // Turns a stream of token pieces into complete UTF-8 characters, for printing

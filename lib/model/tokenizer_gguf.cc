@@ -1,13 +1,20 @@
 // Tokenizer::FromGguf: reads the tokenizer.ggml.* keys into TokenizerData.
+#include <algorithm>
+
 #include "model/gguf.h"
 #include "model/tokenizer.h"
 
 namespace kx {
 namespace {
 
-// An optional id key: -1 when absent; other errors (wrong type) propagate.
-absl::StatusOr<int32_t> OptionalId(const GgufFile& f, std::string_view key) {
-  if (!f.HasKey(key)) return -1;
+// SentencePiece ids when the file does not name them (llama.cpp's defaults).
+constexpr int32_t kSpmUnkId = 0;
+constexpr int32_t kSpmBosId = 1;
+constexpr int32_t kSpmEosId = 2;
+
+// An optional id key: `fallback` when absent; other errors (wrong type) propagate.
+absl::StatusOr<int32_t> OptionalId(const GgufFile& f, std::string_view key, int32_t fallback) {
+  if (!f.HasKey(key)) return fallback;
   KX_ASSIGN_OR_RETURN(int64_t v, f.GetInt(key));
   if (v < -1 || v > INT32_MAX) {
     return absl::InvalidArgumentError(
@@ -49,13 +56,27 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& f
     KX_ASSIGN_OR_RETURN(std::vector<std::string_view> merge_views, merges.ToStrings());
     d.merges.assign(merge_views.begin(), merge_views.end());
   }
-  KX_ASSIGN_OR_RETURN(d.bos_id, OptionalId(f, "tokenizer.ggml.bos_token_id"));
-  KX_ASSIGN_OR_RETURN(d.eos_id, OptionalId(f, "tokenizer.ggml.eos_token_id"));
-  KX_ASSIGN_OR_RETURN(d.eot_id, OptionalId(f, "tokenizer.ggml.eot_token_id"));
-  KX_ASSIGN_OR_RETURN(d.unk_id, OptionalId(f, "tokenizer.ggml.unknown_token_id"));
-  KX_ASSIGN_OR_RETURN(d.pad_id, OptionalId(f, "tokenizer.ggml.padding_token_id"));
-  // GPT-2-style vocabularies do not prepend BOS unless the file says so.
-  KX_ASSIGN_OR_RETURN(d.add_bos, OptionalBool(f, "tokenizer.ggml.add_bos_token", false));
+  const bool spm = d.model == "llama";
+  if (spm && f.HasKey("tokenizer.ggml.scores")) {
+    KX_ASSIGN_OR_RETURN(GgufArray scores, f.GetArray("tokenizer.ggml.scores"));
+    KX_ASSIGN_OR_RETURN(d.scores, scores.ToFloats());
+  }
+  // SentencePiece files may leave out the ids llama.cpp assumes for them.
+  const int32_t n = static_cast<int32_t>(std::min<size_t>(d.tokens.size(), INT32_MAX));
+  const auto spm_default = [&](int32_t id) { return spm && id < n ? id : -1; };
+  KX_ASSIGN_OR_RETURN(d.bos_id,
+                      OptionalId(f, "tokenizer.ggml.bos_token_id", spm_default(kSpmBosId)));
+  KX_ASSIGN_OR_RETURN(d.eos_id,
+                      OptionalId(f, "tokenizer.ggml.eos_token_id", spm_default(kSpmEosId)));
+  KX_ASSIGN_OR_RETURN(d.eot_id, OptionalId(f, "tokenizer.ggml.eot_token_id", -1));
+  KX_ASSIGN_OR_RETURN(d.unk_id,
+                      OptionalId(f, "tokenizer.ggml.unknown_token_id", spm_default(kSpmUnkId)));
+  KX_ASSIGN_OR_RETURN(d.pad_id, OptionalId(f, "tokenizer.ggml.padding_token_id", -1));
+  // GPT-2-style vocabularies do not prepend BOS unless the file says so;
+  // SentencePiece ones do, and put a space before the text.
+  KX_ASSIGN_OR_RETURN(d.add_bos, OptionalBool(f, "tokenizer.ggml.add_bos_token", spm));
+  KX_ASSIGN_OR_RETURN(d.add_space_prefix,
+                      OptionalBool(f, "tokenizer.ggml.add_space_prefix", spm));
   KX_ASSIGN_OR_RETURN(d.add_eos, OptionalBool(f, "tokenizer.ggml.add_eos_token", false));
   return FromData(std::move(d));
 }

@@ -12,14 +12,27 @@ configures it:
   added tokens   every control token (type 3) of the GGUF, special=True
 (the transformers GGUF converter does not know `pre = smollm`, so it is not used.)
 
-Usage (needs `tokenizers` and `gguf`, e.g. /tmp/venv-ref with gguf installed,
-or PYTHONPATH pointing at both):
+It also writes
+  tok512_tokens.json   llama2.c's 512-token SentencePiece vocabulary (stories260K's
+                       tok512.bin) encoded by the real `sentencepiece` library
+                       (a BPE ModelProto built from the same vocabulary:
+                       byte_fallback, identity normalizer, add_dummy_prefix), each
+                       case checked against a plain score-greedy reference
+                       (llama2.c's `encode`) written here
+  chat_templates.json  the Llama-2, Llama-3, Mistral (v0.1) and Gemma 3 chat
+                       templates (their upstream Jinja sources, below) rendered
+                       with jinja2 on a few conversations
+
+Usage (needs `tokenizers`, `sentencepiece`, `jinja2` and `gguf`, e.g. /tmp/venv-ref
+with gguf installed, or PYTHONPATH pointing at them):
   python tests/golden/make_token_goldens.py [--model path/to/SmolLM2-135M-Instruct.Q4_1.gguf]
+      [--tok512 ../shared/data/models/tok512.bin] [--only smollm2|spm|templates]
 """
 import argparse
 import json
 import os
 import random
+import struct
 
 import gguf
 import tokenizers
@@ -30,6 +43,10 @@ DEFAULT_MODEL = os.path.join(os.environ.get("KAIROX_MODEL_DIR", os.path.expandus
     "~/.cache/kairox/models")), "SmolLM2-135M-Instruct.Q4_1.gguf")
 OUT = os.path.join(HERE, "tokenizer", "smollm2_tokens.json")
 CHAT_OUT = os.path.join(HERE, "tokenizer", "smollm2_chat.json")
+SPM_OUT = os.path.join(HERE, "tokenizer", "tok512_tokens.json")
+TEMPLATES_OUT = os.path.join(HERE, "tokenizer", "chat_templates.json")
+DEFAULT_TOK512 = os.path.join(os.environ.get("KAIROX_SHARED_DATA", os.path.join(
+    HERE, "..", "..", "..", "shared", "data")), "models", "tok512.bin")
 TOKEN_TYPE_CONTROL = 3
 RANDOM_SEED = 20240601
 RANDOM_CASES = 200
@@ -184,11 +201,258 @@ def chat_cases(model_path):
             "cases": cases}
 
 
+# ---------------------------------------------------------------- SentencePiece
+SPACE_MARKER = "\u2581"
+SPM_NORMAL, SPM_UNKNOWN, SPM_CONTROL, SPM_BYTE = 1, 2, 3, 6
+
+
+def read_tok512(path):
+    """llama2.c's tokenizer.bin: int32 max_token_length, then per token float
+    score, int32 length, bytes. Its exporter wrote spaces for U+2581 and
+    "\\n<s>\\n" / "\\n</s>\\n" for BOS/EOS: undone here, giving the
+    SentencePiece spelling a GGUF holds. Returns (tokens, scores, types)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (_max_len,) = struct.unpack_from("<i", data, 0)
+    pos = 4
+    tokens, scores, types = [], [], []
+    while pos < len(data):
+        score, n = struct.unpack_from("<fi", data, pos)
+        pos += 8
+        text = data[pos:pos + n].decode("utf-8")
+        pos += n
+        i = len(tokens)
+        if i == 0:
+            ty = SPM_UNKNOWN
+        elif i in (1, 2):
+            text, ty = text.strip("\n"), SPM_CONTROL
+        elif len(text) == 6 and text.startswith("<0x") and text.endswith(">"):
+            ty = SPM_BYTE
+        else:
+            text, ty = text.replace(" ", SPACE_MARKER), SPM_NORMAL
+        tokens.append(text)
+        scores.append(score)
+        types.append(ty)
+    assert tokens[:3] == ["<unk>", "<s>", "</s>"], tokens[:3]
+    return tokens, scores, types
+
+
+def sentencepiece_processor(tokens, scores, types):
+    """The real library on the same vocabulary: a BPE model with byte
+    fallback and the settings of Llama's tokenizer.model (identity
+    normalization, a dummy prefix, whitespace kept)."""
+    import sentencepiece
+    from sentencepiece import sentencepiece_model_pb2 as pb
+    m = pb.ModelProto()
+    for text, score, ty in zip(tokens, scores, types):
+        p = m.pieces.add()
+        p.piece, p.score, p.type = text, score, ty
+    m.trainer_spec.model_type = pb.TrainerSpec.BPE
+    m.trainer_spec.vocab_size = len(tokens)
+    m.trainer_spec.byte_fallback = True
+    m.trainer_spec.unk_id, m.trainer_spec.bos_id, m.trainer_spec.eos_id = 0, 1, 2
+    m.trainer_spec.pad_id = -1
+    m.normalizer_spec.name = "identity"
+    m.normalizer_spec.add_dummy_prefix = True
+    m.normalizer_spec.remove_extra_whitespaces = False
+    m.normalizer_spec.escape_whitespaces = True
+    sp = sentencepiece.SentencePieceProcessor()
+    sp.LoadFromSerializedProto(m.SerializeToString())
+    return sp
+
+
+def score_greedy_encode(text, vocab, scores, types):
+    """llama2.c's `encode` (plain SentencePiece BPE): characters, unknown ones
+    as byte tokens, then repeatedly merge the adjacent pair whose concatenation
+    is the highest-scoring normal piece, leftmost on ties."""
+    if not text:
+        return []
+    s = SPACE_MARKER + text.replace(" ", SPACE_MARKER)
+    ids = []
+    for ch in s:
+        i = vocab.get(ch)
+        if i is not None and types[i] == SPM_NORMAL:
+            ids.append(i)
+        else:
+            ids.extend(vocab["<0x%02X>" % b] for b in ch.encode("utf-8"))
+    texts = {i: t for t, i in vocab.items()}
+    while True:
+        best, best_pos, best_id = None, -1, -1
+        for k in range(len(ids) - 1):
+            j = vocab.get(texts[ids[k]] + texts[ids[k + 1]])
+            if j is not None and types[j] == SPM_NORMAL and (best is None or scores[j] > best):
+                best, best_pos, best_id = scores[j], k, j
+        if best is None:
+            return ids
+        ids[best_pos:best_pos + 2] = [best_id]
+
+
+def write_spm(tok512_path, out_path, texts):
+    import sentencepiece
+    tokens, scores, types = read_tok512(tok512_path)
+    vocab = {t: i for i, t in enumerate(tokens)}
+    sp = sentencepiece_processor(tokens, scores, types)
+    cases = []
+    for text in texts:
+        ids = sp.encode(text)
+        ref = score_greedy_encode(text, vocab, scores, types)
+        assert ids == ref, (text, ids, ref)
+        decoded = sp.decode(ids)
+        cases.append({"text": text, "ids": ids, "roundtrip": decoded == text})
+    doc = {
+        "comment": "generated by tests/golden/make_token_goldens.py -- do not edit",
+        "vocabulary": "llama2.c tok512.bin (stories260K), SentencePiece spelling",
+        "sentencepiece_version": sentencepiece.__version__,
+        "add_special": False,
+        "parse_special": False,
+        "cases": cases,
+    }
+    with open(out_path, "w", encoding="utf-8") as f:
+        json.dump(doc, f, ensure_ascii=True, indent=1)
+        f.write("\n")
+    print(f"wrote {out_path}: {len(cases)} cases (sentencepiece == score-greedy reference)")
+
+
+# --------------------------------------------------------------- chat templates
+# Upstream Jinja sources, as the models' tokenizer_config.json (and so their
+# GGUF tokenizer.chat_template) hold them.
+LLAMA2_TEMPLATE = (
+    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}"
+    "{% set system_message = messages[0]['content'] %}{% else %}"
+    "{% set loop_messages = messages %}{% set system_message = false %}{% endif %}"
+    "{% for message in loop_messages %}"
+    "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
+    "{% endif %}{% if loop.index0 == 0 and system_message != false %}"
+    "{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}"
+    "{% else %}{% set content = message['content'] %}{% endif %}"
+    "{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}"
+    "{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}"
+    "{% endif %}{% endfor %}")
+LLAMA3_TEMPLATE = (
+    "{% set loop_messages = messages %}{% for message in loop_messages %}"
+    "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'"
+    "+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}"
+    "{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
+    "{% endif %}")
+MISTRAL_V1_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
+    "{% endif %}{% if message['role'] == 'user' %}"
+    "{{ '[INST] ' + message['content'] + ' [/INST]' }}"
+    "{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token + ' ' }}"
+    "{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}"
+    "{% endif %}{% endfor %}")
+GEMMA3_TEMPLATE = """{{ bos_token }}
+{%- if messages[0]['role'] == 'system' -%}
+    {%- if messages[0]['content'] is string -%}
+        {%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}
+    {%- else -%}
+        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}
+    {%- endif -%}
+    {%- set loop_messages = messages[1:] -%}
+{%- else -%}
+    {%- set first_user_prefix = "" -%}
+    {%- set loop_messages = messages -%}
+{%- endif -%}
+{%- for message in loop_messages -%}
+    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}
+        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}
+    {%- endif -%}
+    {%- if (message['role'] == 'assistant') -%}
+        {%- set role = "model" -%}
+    {%- else -%}
+        {%- set role = message['role'] -%}
+    {%- endif -%}
+    {{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else "") }}
+    {%- if message['content'] is string -%}
+        {{ message['content'] | trim }}
+    {%- elif message['content'] is iterable -%}
+        {%- for item in message['content'] -%}
+            {%- if item['type'] == 'image' -%}
+                {{ '<start_of_image>' }}
+            {%- elif item['type'] == 'text' -%}
+                {{ item['text'] | trim }}
+            {%- endif -%}
+        {%- endfor -%}
+    {%- else -%}
+        {{ raise_exception("Invalid content type") }}
+    {%- endif -%}
+    {{ '<end_of_turn>\n' }}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{'<start_of_turn>model\n'}}
+{%- endif -%}
+"""
+# (name, source, bos_token, eos_token)
+TEMPLATES = [
+    ("llama2", LLAMA2_TEMPLATE, "<s>", "</s>"),
+    ("llama3", LLAMA3_TEMPLATE, "<|begin_of_text|>", "<|eot_id|>"),
+    ("mistral", MISTRAL_V1_TEMPLATE, "<s>", "</s>"),
+    ("gemma", GEMMA3_TEMPLATE, "<bos>", "<eos>"),
+]
+TEMPLATE_CONVERSATIONS = CONVERSATIONS + [
+    [{"role": "system", "content": "You are a pirate."},
+     {"role": "user", "content": "  Ahoy!\n"},
+     {"role": "assistant", "content": " Arr, matey. "},
+     {"role": "user", "content": "Where's the treasure?"}],
+    [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}],
+    [{"role": "system", "content": ""}, {"role": "user", "content": "Empty system."}],
+]
+
+
+def write_templates(out_path):
+    """Each template rendered as transformers renders it (trim_blocks,
+    lstrip_blocks, raise_exception); conversations a template rejects are
+    left out for it."""
+    import jinja2
+
+    def raise_exception(message):
+        raise jinja2.exceptions.TemplateError(message)
+
+    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
+    env.globals["raise_exception"] = raise_exception
+    families = []
+    for name, source, bos, eos in TEMPLATES:
+        template = env.from_string(source)
+        cases = []
+        for messages in TEMPLATE_CONVERSATIONS:
+            for gen in (False, True):
+                try:
+                    text = template.render(messages=messages, add_generation_prompt=gen,
+                                           bos_token=bos, eos_token=eos)
+                except (jinja2.exceptions.TemplateError, jinja2.exceptions.UndefinedError):
+                    continue
+                cases.append({"messages": messages, "add_generation_prompt": gen, "text": text})
+        families.append({"name": name, "source": source, "bos_token": bos, "eos_token": eos,
+                         "cases": cases})
+        print(f"  {name}: {len(cases)} cases")
+    doc = {"comment": "generated by tests/golden/make_token_goldens.py -- do not edit",
+           "jinja2_version": jinja2.__version__, "families": families}
+    with open(out_path, "w", encoding="utf-8") as f:
+        json.dump(doc, f, ensure_ascii=True, indent=1)
+        f.write("\n")
+    print(f"wrote {out_path}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--out", default=OUT)
+    ap.add_argument("--tok512", default=DEFAULT_TOK512)
+    ap.add_argument("--only", choices=["smollm2", "spm", "templates"])
     args = ap.parse_args()
+    if args.only in (None, "spm"):
+        write_spm(args.tok512, SPM_OUT, TEXTS + random_texts(random.Random(RANDOM_SEED)))
+    if args.only in (None, "templates"):
+        write_templates(TEMPLATES_OUT)
+    if args.only in (None, "smollm2"):
+        write_smollm2(args)
+
+
+def write_smollm2(args):
     tk = build_reference(args.model)
     texts = TEXTS + random_texts(random.Random(RANDOM_SEED))
     cases = []

@@ -24,8 +24,13 @@ constexpr std::string_view kSmolSystem =
 TEST_CASE("template families are detected", "[chat]") {
   CHECK(DetectChatTemplate(kSmolLM2Template) == ChatTemplateKind::kChatML);
   CHECK(DetectChatTemplate("") == ChatTemplateKind::kGeneric);
-  CHECK(DetectChatTemplate("{{ bos_token }}[INST] {{ m }} [/INST]") == ChatTemplateKind::kGeneric);
+  CHECK(DetectChatTemplate("{{ bos_token }}[INST] {{ m }} [/INST]") == ChatTemplateKind::kMistral);
+  CHECK(DetectChatTemplate("[INST] <<SYS>>\\n") == ChatTemplateKind::kLlama2);
+  CHECK(DetectChatTemplate("'<|start_header_id|>' + role") == ChatTemplateKind::kLlama3);
+  CHECK(DetectChatTemplate("'<start_of_turn>' + role") == ChatTemplateKind::kGemma);
+  CHECK(DetectChatTemplate("{{ role }}: {{ content }}") == ChatTemplateKind::kGeneric);
   CHECK(ChatTemplateName(ChatTemplateKind::kChatML) == "chatml");
+  CHECK(!ChatTemplateStartsWithBos(ChatTemplateKind::kChatML));
 }
 
 TEST_CASE("the default system prompt is read from the template source", "[chat]") {
@@ -55,6 +60,32 @@ TEST_CASE("ChatML formatting with SmolLM2's default system prompt", "[chat]") {
         "<|im_start|>assistant\n");
   CHECK(ApplyChatTemplate(ChatTemplateKind::kChatML, user_only, false, "") ==
         "<|im_start|>user\nHi!<|im_end|>\n");
+}
+
+TEST_CASE("families outside their upstream templates' domain", "[chat]") {
+  // Mistral v0.1 rejects a system message; it is folded into the first user turn.
+  const std::vector<ChatMessage> sys = {{"system", "Be brief."}, {"user", "Hi"}};
+  CHECK(ApplyChatTemplate(ChatTemplateKind::kMistral, sys, true, "") ==
+        "<s>[INST] Be brief.\n\nHi [/INST]");
+  // A default system prompt applies to every family.
+  const std::vector<ChatMessage> user = {{"user", " Hi "}};
+  CHECK(ApplyChatTemplate(ChatTemplateKind::kGemma, user, true, "Sys") ==
+        "<bos><start_of_turn>user\nSys\n\nHi<end_of_turn>\n<start_of_turn>model\n");
+  // Llama-2 strips the joined system block and content, as its template does.
+  CHECK(ApplyChatTemplate(ChatTemplateKind::kLlama2, user, true, "Sys") ==
+        "<s>[INST] <<SYS>>\nSys\n<</SYS>>\n\n Hi [/INST]");
+  // Model-specific BOS/EOS spellings.
+  const std::vector<ChatMessage> turn = {{"user", "Q"}, {"assistant", "A"}};
+  CHECK(ApplyChatTemplate(ChatTemplateKind::kLlama2, turn, false, "", {"[B]", "[E]"}) ==
+        "[B][INST] Q [/INST] A [E]");
+  // trim is Unicode-aware, like Python's str.strip (NBSP, U+3000, U+001F).
+  const std::vector<ChatMessage> spaces = {{"user", "\xC2\xA0\x1F x \xE3\x80\x80\n"}};
+  CHECK(ApplyChatTemplate(ChatTemplateKind::kLlama3, spaces, false, "") ==
+        "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nx<|eot_id|>");
+  // An invalid byte at either end is not whitespace and stays.
+  const std::vector<ChatMessage> invalid = {{"user", "\xFF x \xC3"}};
+  CHECK(ApplyChatTemplate(ChatTemplateKind::kLlama3, invalid, false, "", {"", ""}) ==
+        "<|start_header_id|>user<|end_header_id|>\n\n\xFF x \xC3<|eot_id|>");
 }
 
 TEST_CASE("generic fallback", "[chat]") {
