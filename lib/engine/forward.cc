@@ -105,16 +105,22 @@ void LinearGroup(Engine::Impl& m, const float* src, int64_t src_ld, int n_tokens
 }
 
 // Rotates pairs of one head in place (RoPE), with cos/sin for its position.
-void RopeHead(float* h, const float* cos_t, const float* sin_t, int n_rot, int head_dim,
-              RopeStyle style) {
+// Only the first n_rot dimensions rotate; NeoX pairs dimension i with
+// i + n_rot/2 (not head_dim/2) when the rotation is partial.
+void RopeHead(float* h, const float* cos_t, const float* sin_t, int n_rot, RopeStyle style) {
   const int half = n_rot / 2;
   for (int i = 0; i < half; ++i) {
     const int a = style == RopeStyle::kAdjacent ? 2 * i : i;
-    const int b = style == RopeStyle::kAdjacent ? 2 * i + 1 : i + head_dim / 2;
+    const int b = style == RopeStyle::kAdjacent ? 2 * i + 1 : i + half;
     const float x0 = h[a], x1 = h[b];
     h[a] = x0 * cos_t[i] - x1 * sin_t[i];
     h[b] = x0 * sin_t[i] + x1 * cos_t[i];
   }
+}
+
+void AddBias(float* dst, const WeightRef& bias, int n) {
+  const auto* b = reinterpret_cast<const float*>(bias.data);
+  for (int i = 0; i < n; ++i) dst[i] += b[i];
 }
 
 }  // namespace
@@ -156,6 +162,13 @@ void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit,
       OpTimer timer(*this, Op::kQkv);
       const LinearJob jobs[] = {{&L.wq, q.data(), d}, {&L.wk, k.data(), kvd}, {&L.wv, v.data(), kvd}};
       LinearGroup(*this, xn.data(), d, n, jobs, 3);
+      if (hp.qkv_bias) {
+        for (int b = 0; b < n; ++b) {
+          AddBias(&q[b * d], L.bq, d);
+          AddBias(&k[b * kvd], L.bk, kvd);
+          AddBias(&v[b * kvd], L.bv, kvd);
+        }
+      }
     }
     {
       OpTimer timer(*this, Op::kRope);
@@ -163,10 +176,10 @@ void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit,
         const float* ct = &rope_cos[b * half_rot];
         const float* st = &rope_sin[b * half_rot];
         for (int h = 0; h < hp.n_head; ++h) {
-          RopeHead(&q[b * d + h * hd], ct, st, hp.n_rot, hd, hp.rope_style);
+          RopeHead(&q[b * d + h * hd], ct, st, hp.n_rot, hp.rope_style);
         }
         for (int h = 0; h < hp.n_head_kv; ++h) {
-          RopeHead(&k[b * kvd + h * hd], ct, st, hp.n_rot, hd, hp.rope_style);
+          RopeHead(&k[b * kvd + h * hd], ct, st, hp.n_rot, hp.rope_style);
         }
         const size_t pos = static_cast<size_t>(n_past + b);
         vec.f32_to_f16(&k[b * kvd], kc + pos * kvd, kvd);

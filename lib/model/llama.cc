@@ -56,12 +56,12 @@ absl::StatusOr<WeightRef> Bind(const GgufFile& f, const std::string& name, int64
   return w;
 }
 
-// Norm weights are used as f32 vectors directly.
-absl::StatusOr<WeightRef> BindNorm(const GgufFile& f, const std::string& name, int64_t n) {
+// Norm weights and biases are used as f32 vectors directly.
+absl::StatusOr<WeightRef> BindVector(const GgufFile& f, const std::string& name, int64_t n) {
   KX_ASSIGN_OR_RETURN(WeightRef w, Bind(f, name, n, 1));
   if (w.type != GgmlType::kF32) {
-    return absl::UnimplementedError(
-        absl::StrCat("norm tensor '", name, "' is ", TypeName(w.type), "; kairox expects F32"));
+    return absl::UnimplementedError(absl::StrCat("vector tensor '", name, "' is ",
+                                                 TypeName(w.type), "; kairox expects F32"));
   }
   return w;
 }
@@ -69,9 +69,33 @@ absl::StatusOr<WeightRef> BindNorm(const GgufFile& f, const std::string& name, i
 }  // namespace
 
 const std::vector<std::string>& SupportedArchitectures() {
-  static const std::vector<std::string> archs = {"llama"};
+  static const std::vector<std::string> archs = {"llama", "qwen2"};
   return archs;
 }
+
+namespace {
+
+// How an architecture differs from plain llama.
+struct ArchTraits {
+  RopeStyle rope_style;
+  bool qkv_bias;  // the attention Q/K/V projections carry biases
+};
+
+ArchTraits TraitsOf(const std::string& arch) {
+  if (arch == "qwen2") return {RopeStyle::kNeox, true};
+  return {RopeStyle::kAdjacent, false};
+}
+
+// A hint for an architecture people expect to work.
+std::string RefusalHint(const std::string& arch) {
+  if (arch == "mistral") {
+    return "; llama.cpp writes Mistral 7B models as 'llama', and no converter kairox knows "
+           "writes 'mistral'";
+  }
+  return "";
+}
+
+}  // namespace
 
 absl::StatusOr<LlamaHParams> ReadLlamaHParams(const GgufFile& f) {
   LlamaHParams hp;
@@ -82,7 +106,8 @@ absl::StatusOr<LlamaHParams> ReadLlamaHParams(const GgufFile& f) {
   if (std::find(archs.begin(), archs.end(), hp.arch) == archs.end()) {
     return absl::UnimplementedError(absl::StrCat("architecture '", hp.arch,
                                                  "' is not supported (supported: ",
-                                                 absl::StrJoin(archs, ", "), ")"));
+                                                 absl::StrJoin(archs, ", "), ")",
+                                                 RefusalHint(hp.arch)));
   }
   const std::string p = hp.arch + ".";
   KX_ASSIGN_OR_RETURN(hp.n_layer, GetDim(f, p + "block_count", kMaxLayers));
@@ -127,7 +152,11 @@ absl::StatusOr<LlamaHParams> ReadLlamaHParams(const GgufFile& f) {
   }
   hp.n_vocab = static_cast<int>(embd->ne[1]);
   hp.tied_output = f.FindTensor("output.weight") == nullptr;
-  hp.rope_style = RopeStyle::kAdjacent;
+  const ArchTraits traits = TraitsOf(hp.arch);
+  hp.rope_style = traits.rope_style;
+  // llama.cpp also honours Q/K/V biases in "llama" files that carry them;
+  // ignoring them would compute a different model.
+  hp.qkv_bias = traits.qkv_bias || f.FindTensor("blk.0.attn_q.bias") != nullptr;
   return hp;
 }
 
@@ -135,7 +164,7 @@ absl::StatusOr<LlamaWeights> BindLlamaWeights(const GgufFile& f, const LlamaHPar
   LlamaWeights w;
   const int64_t kv_dim = static_cast<int64_t>(hp.n_head_kv) * hp.head_dim;
   KX_ASSIGN_OR_RETURN(w.tok_embd, Bind(f, "token_embd.weight", hp.n_embd, hp.n_vocab));
-  KX_ASSIGN_OR_RETURN(w.output_norm, BindNorm(f, "output_norm.weight", hp.n_embd));
+  KX_ASSIGN_OR_RETURN(w.output_norm, BindVector(f, "output_norm.weight", hp.n_embd));
   if (hp.tied_output) {
     w.output = w.tok_embd;
   } else {
@@ -145,12 +174,17 @@ absl::StatusOr<LlamaWeights> BindLlamaWeights(const GgufFile& f, const LlamaHPar
   for (int l = 0; l < hp.n_layer; ++l) {
     const std::string b = absl::StrCat("blk.", l, ".");
     LlamaLayerWeights& L = w.layers[l];
-    KX_ASSIGN_OR_RETURN(L.attn_norm, BindNorm(f, b + "attn_norm.weight", hp.n_embd));
+    KX_ASSIGN_OR_RETURN(L.attn_norm, BindVector(f, b + "attn_norm.weight", hp.n_embd));
     KX_ASSIGN_OR_RETURN(L.wq, Bind(f, b + "attn_q.weight", hp.n_embd, hp.n_embd));
     KX_ASSIGN_OR_RETURN(L.wk, Bind(f, b + "attn_k.weight", hp.n_embd, kv_dim));
     KX_ASSIGN_OR_RETURN(L.wv, Bind(f, b + "attn_v.weight", hp.n_embd, kv_dim));
     KX_ASSIGN_OR_RETURN(L.wo, Bind(f, b + "attn_output.weight", hp.n_embd, hp.n_embd));
-    KX_ASSIGN_OR_RETURN(L.ffn_norm, BindNorm(f, b + "ffn_norm.weight", hp.n_embd));
+    if (hp.qkv_bias) {
+      KX_ASSIGN_OR_RETURN(L.bq, BindVector(f, b + "attn_q.bias", hp.n_embd));
+      KX_ASSIGN_OR_RETURN(L.bk, BindVector(f, b + "attn_k.bias", kv_dim));
+      KX_ASSIGN_OR_RETURN(L.bv, BindVector(f, b + "attn_v.bias", kv_dim));
+    }
+    KX_ASSIGN_OR_RETURN(L.ffn_norm, BindVector(f, b + "ffn_norm.weight", hp.n_embd));
     KX_ASSIGN_OR_RETURN(L.ffn_gate, Bind(f, b + "ffn_gate.weight", hp.n_embd, hp.n_ff));
     KX_ASSIGN_OR_RETURN(L.ffn_up, Bind(f, b + "ffn_up.weight", hp.n_embd, hp.n_ff));
     KX_ASSIGN_OR_RETURN(L.ffn_down, Bind(f, b + "ffn_down.weight", hp.n_ff, hp.n_embd));

@@ -1,6 +1,11 @@
-// The llama family of decoder-only transformers (LLaMA, SmolLM, and later
-// Mistral, Qwen2): hyper-parameters read from GGUF metadata and the weight
-// tensors bound in place (pointers into the mapped file, nothing copied).
+// The llama family of decoder-only transformers (LLaMA, SmolLM, Mistral,
+// Qwen2): hyper-parameters read from GGUF metadata and the weight tensors
+// bound in place (pointers into the mapped file, nothing copied).
+//
+// Architectures, as llama.cpp's converter writes them:
+//   "llama"  LLaMA, SmolLM and Mistral 7B (Mistral has no GGUF architecture
+//            of its own): Q/K rows permuted for adjacent-pair RoPE.
+//   "qwen2"  Q/K/V biases (F32), Q/K not permuted: NeoX-style RoPE.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +40,7 @@ struct LlamaHParams {
   float rms_eps = 1e-5f;
   RopeStyle rope_style = RopeStyle::kAdjacent;
   bool tied_output = false;  // no output.weight: token_embd doubles as the LM head
+  bool qkv_bias = false;     // blk.N.attn_{q,k,v}.bias (qwen2 always; llama when present)
 };
 
 // A weight matrix of n_out rows, each n_in elements of `type`, row-major.
@@ -52,6 +58,7 @@ struct WeightRef {
 
 struct LlamaLayerWeights {
   WeightRef attn_norm, wq, wk, wv, wo;
+  WeightRef bq, bk, bv;  // F32 vectors when hp.qkv_bias, else data == nullptr
   WeightRef ffn_norm, ffn_gate, ffn_up, ffn_down;
 };
 

@@ -151,6 +151,46 @@ TEST_CASE("a model with an unsupported weight type is refused by name") {
   }
 }
 
+// Qwen2: F32 Q/K/V biases after the projections and NeoX-style RoPE (the
+// reference rotates (x_i, x_{i+hd/2}) for arch "qwen2"; adjacent pairs
+// give cosines of 0.88-0.98 from position 1 on).
+TEST_CASE("qwen2 models (Q/K/V biases, NeoX RoPE) match the float64 reference") {
+  TinyModelSpec spec;
+  spec.arch = "qwen2";
+  spec.qkv_bias = true;
+  spec.rope_freq_base = 1000000.0f;
+  spec.rms_eps = 1e-6f;
+  spec.seed = 4242;
+  SECTION("Q4_1 weights, Q8_0 tied head") { CheckAgainstReference(spec, "qwen2q41"); }
+  SECTION("F16 weights, separate Q8_0 head, no GQA, 3 layers") {
+    spec.weight_type = kx::GgmlType::kF16;
+    spec.n_head_kv = spec.n_head;
+    spec.n_layer = 3;
+    spec.tied_output = false;
+    CheckAgainstReference(spec, "qwen2f16");
+  }
+}
+
+TEST_CASE("a llama file that carries Q/K/V biases has them added") {
+  TinyModelSpec spec;
+  spec.qkv_bias = true;
+  spec.seed = 5151;
+  CheckAgainstReference(spec, "llamabias");
+}
+
+TEST_CASE("a qwen2 model without its attention biases is refused naming the tensor") {
+  TinyModelSpec spec;
+  spec.arch = "qwen2";
+  spec.qkv_bias = false;
+  const std::string path = TempPath("qwen2nobias");
+  REQUIRE(kx::test::WriteTinyModel(path, spec, nullptr).ok());
+  auto e = kx::Engine::Load(path, {});
+  ::unlink(path.c_str());
+  REQUIRE_FALSE(e.ok());
+  INFO(e.status().message());
+  CHECK(std::string(e.status().message()).find("blk.0.attn_q.bias") != std::string::npos);
+}
+
 TEST_CASE("multi-head attention without GQA and a different RoPE base") {
   TinyModelSpec spec;
   spec.n_head = 2;
@@ -249,6 +289,22 @@ TEST_CASE("bad input is refused and changes nothing") {
 TEST_CASE("unsupported architectures and missing files are refused by name") {
   auto missing = kx::Engine::Load("/nonexistent/model.gguf", {});
   CHECK(absl::IsNotFound(missing.status()));
+  // "mistral" is what transformers calls Mistral files, but llama.cpp writes
+  // them as "llama"; "mistral3" (Ministral 3) is another architecture.
+  for (const char* arch : {"mistral", "mistral3", "gemma2", "qwen3"}) {
+    TinyModelSpec spec;
+    spec.arch = arch;
+    const std::string path = TempPath(std::string("arch_") + arch);
+    REQUIRE(kx::test::WriteTinyModel(path, spec, nullptr).ok());
+    auto e = kx::Engine::Load(path, {});
+    ::unlink(path.c_str());
+    REQUIRE_FALSE(e.ok());
+    const std::string msg(e.status().message());
+    INFO(msg);
+    CHECK(absl::IsUnimplemented(e.status()));
+    CHECK(msg.find(std::string("'") + arch + "'") != std::string::npos);
+    CHECK(msg.find("supported: llama, qwen2") != std::string::npos);
+  }
 }
 
 TEST_CASE("two sessions share one model and keep separate KV caches") {

@@ -12,6 +12,7 @@ namespace kx::test {
 namespace {
 
 constexpr int kBlock = 32;
+constexpr float kBiasScale = 0.5f;
 
 void PutHalf(std::vector<uint8_t>& out, float v) {
   const uint16_t h = cpu::FloatToHalf(v);
@@ -110,16 +111,17 @@ absl::Status WriteTinyModel(const std::string& path, const TinyModelSpec& s,
                             TinyModelWeights* weights) {
   std::mt19937_64 rng(s.seed);
   GgufWriter g;
-  g.SetString("general.architecture", "llama");
-  g.SetString("general.name", "kairox-tiny-test");
-  g.SetU32("llama.block_count", s.n_layer);
-  g.SetU32("llama.context_length", s.n_ctx_train);
-  g.SetU32("llama.embedding_length", s.n_embd);
-  g.SetU32("llama.feed_forward_length", s.n_ff);
-  g.SetU32("llama.attention.head_count", s.n_head);
-  g.SetU32("llama.attention.head_count_kv", s.n_head_kv);
-  g.SetF32("llama.rope.freq_base", s.rope_freq_base);
-  g.SetF32("llama.attention.layer_norm_rms_epsilon", s.rms_eps);
+  const std::string p = s.arch + ".";
+  g.SetString("general.architecture", s.arch);
+  g.SetString("general.name", s.name);
+  g.SetU32(p + "block_count", s.n_layer);
+  g.SetU32(p + "context_length", s.n_ctx_train);
+  g.SetU32(p + "embedding_length", s.n_embd);
+  g.SetU32(p + "feed_forward_length", s.n_ff);
+  g.SetU32(p + "attention.head_count", s.n_head);
+  g.SetU32(p + "attention.head_count_kv", s.n_head_kv);
+  g.SetF32(p + "rope.freq_base", s.rope_freq_base);
+  g.SetF32(p + "attention.layer_norm_rms_epsilon", s.rms_eps);
   g.SetString("tokenizer.ggml.model", "gpt2");
   g.SetString("tokenizer.ggml.pre", "default");
   std::vector<std::string> tokens;
@@ -157,6 +159,11 @@ absl::Status WriteTinyModel(const std::string& path, const TinyModelSpec& s,
     }
     return g.AddTensor(name, type, {n_in, n_out}, bytes.data(), bytes.size());
   };
+  // Biases are large enough (like Qwen2's) that dropping one changes the logits.
+  auto add_bias = [&](const std::string& name, int n, std::vector<float>* dst) -> absl::Status {
+    *dst = RandomVec(rng, n, kBiasScale);
+    return g.AddTensor(name, GgmlType::kF32, {n}, dst->data(), dst->size() * 4);
+  };
   auto add_norm = [&](const std::string& name, std::vector<float>* dst) -> absl::Status {
     std::uniform_real_distribution<float> dist(0.5f, 1.5f);
     dst->resize(s.n_embd);
@@ -178,6 +185,11 @@ absl::Status WriteTinyModel(const std::string& path, const TinyModelSpec& s,
     KX_RETURN_IF_ERROR(add_matrix(b + "attn_q.weight", s.weight_type, s.n_embd, s.n_embd, in_scale, &L.wq));
     KX_RETURN_IF_ERROR(add_matrix(b + "attn_k.weight", s.weight_type, s.n_embd, kv_dim, in_scale, &L.wk));
     KX_RETURN_IF_ERROR(add_matrix(b + "attn_v.weight", s.weight_type, s.n_embd, kv_dim, in_scale, &L.wv));
+    if (s.qkv_bias) {
+      KX_RETURN_IF_ERROR(add_bias(b + "attn_q.bias", s.n_embd, &L.bq));
+      KX_RETURN_IF_ERROR(add_bias(b + "attn_k.bias", kv_dim, &L.bk));
+      KX_RETURN_IF_ERROR(add_bias(b + "attn_v.bias", kv_dim, &L.bv));
+    }
     KX_RETURN_IF_ERROR(add_matrix(b + "attn_output.weight", s.weight_type, s.n_embd, s.n_embd, in_scale, &L.wo));
     KX_RETURN_IF_ERROR(add_norm(b + "ffn_norm.weight", &L.ffn_norm));
     KX_RETURN_IF_ERROR(add_matrix(b + "ffn_gate.weight", s.weight_type, s.n_embd, s.n_ff, in_scale, &L.gate));
@@ -230,14 +242,22 @@ std::vector<std::vector<float>> ReferenceForward(const TinyModelSpec& s,
       q = RefMatVec(L.wq, xn, d);
       k = RefMatVec(L.wk, xn, kvd);
       v = RefMatVec(L.wv, xn, kvd);
-      // RoPE on adjacent pairs (the llama GGUF convention).
+      auto add = [](std::vector<double>& t, const std::vector<float>& bias) {
+        for (size_t i = 0; i < bias.size(); ++i) t[i] += bias[i];
+      };
+      add(q, L.bq);
+      add(k, L.bk);
+      add(v, L.bv);
+      // RoPE on adjacent pairs (the llama GGUF convention: converters permute
+      // Q/K rows) or, for qwen2, on halves (x_i, x_{i+hd/2}) as in NeoX.
+      const bool neox = s.arch == "qwen2";
       auto rope = [&](std::vector<double>& t, int heads) {
         for (int h = 0; h < heads; ++h) {
           for (int i = 0; i < hd / 2; ++i) {
             const double theta = pos * std::pow(static_cast<double>(s.rope_freq_base), -2.0 * i / hd);
             const double c = std::cos(theta), sn = std::sin(theta);
-            double& a = t[h * hd + 2 * i];
-            double& b = t[h * hd + 2 * i + 1];
+            double& a = t[h * hd + (neox ? i : 2 * i)];
+            double& b = t[h * hd + (neox ? i + hd / 2 : 2 * i + 1)];
             const double a0 = a, b0 = b;
             a = a0 * c - b0 * sn;
             b = a0 * sn + b0 * c;
@@ -278,6 +298,51 @@ std::vector<std::vector<float>> ReferenceForward(const TinyModelSpec& s,
     logits.emplace_back(lg.begin(), lg.end());
   }
   return logits;
+}
+
+const std::vector<std::string>& ArchGoldenVariants() {
+  static const std::vector<std::string> variants = {"llama", "mistral", "qwen2"};
+  return variants;
+}
+
+TinyModelSpec ArchGoldenSpec(const std::string& variant) {
+  TinyModelSpec s;
+  s.n_layer = 2;
+  s.n_embd = 64;
+  s.n_ff = 128;
+  s.n_head = 4;
+  s.n_head_kv = 2;
+  s.n_ctx_train = 512;
+  if (variant == "llama") {
+    s.name = "kairox-tiny-llama";
+    s.weight_type = GgmlType::kF32;
+    s.embd_type = GgmlType::kF32;
+    s.tied_output = true;
+    s.seed = 101;
+  } else if (variant == "mistral") {
+    // A Mistral 7B-shaped llama file (wide GQA, high RoPE base, separate
+    // head); the golden script runs transformers' Mistral code on its weights.
+    s.name = "kairox-tiny-mistral";
+    s.weight_type = GgmlType::kF16;
+    s.embd_type = GgmlType::kF16;
+    s.tied_output = false;
+    s.n_head_kv = 1;
+    s.rope_freq_base = 1000000.0f;
+    s.seed = 202;
+  } else if (variant == "qwen2") {
+    s.arch = "qwen2";
+    s.name = "kairox-tiny-qwen2";
+    s.qkv_bias = true;
+    s.weight_type = GgmlType::kF32;
+    s.embd_type = GgmlType::kF16;
+    s.tied_output = true;
+    s.rope_freq_base = 1000000.0f;
+    s.rms_eps = 1e-6f;
+    s.seed = 303;
+  } else {
+    s.arch.clear();
+  }
+  return s;
 }
 
 }  // namespace kx::test

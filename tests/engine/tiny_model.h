@@ -1,5 +1,6 @@
-// Small llama-architecture GGUF models written by kairox's own GGUF writer,
-// with seeded random weights, for tests that must not need a download.
+// Small llama-family GGUF models ("llama", "qwen2") written by kairox's own
+// GGUF writer, with seeded random weights, for tests that must not need a
+// download. The same spec and seed always give a byte-identical file.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,9 @@
 namespace kx::test {
 
 struct TinyModelSpec {
+  std::string arch = "llama";            // general.architecture and the key prefix
+  std::string name = "kairox-tiny-test";  // general.name
+  bool qkv_bias = false;                 // write blk.N.attn_{q,k,v}.bias (F32; qwen2 needs them)
   int n_layer = 2;
   int n_embd = 64;
   int n_ff = 128;
@@ -32,6 +36,7 @@ struct TinyModelWeights {
   std::vector<float> tok_embd, output, output_norm;  // output empty when tied
   struct Layer {
     std::vector<float> attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
+    std::vector<float> bq, bk, bv;  // empty without qkv_bias
   };
   std::vector<Layer> layers;
 };
@@ -47,9 +52,17 @@ std::vector<uint8_t> QuantizeRow(GgmlType type, const std::vector<float>& src);
 // Q4_0, Q5_0, Q5_1, Q2_K..Q6_K (tiny_quantize.cc): row length a multiple of the block.
 std::vector<uint8_t> QuantizeRowIssue3(GgmlType type, const std::vector<float>& src);
 
-// Logits of every position of `tokens` by a plain float64 forward pass.
+// Logits of every position of `tokens` by a plain float64 forward pass:
+// adjacent-pair RoPE for "llama", NeoX halves for "qwen2"; biases when present.
 std::vector<std::vector<float>> ReferenceForward(const TinyModelSpec& spec,
                                                  const TinyModelWeights& w,
                                                  const std::vector<int32_t>& tokens);
+
+// The models behind the transformers goldens (tests/golden/arch/): "llama",
+// "mistral" (a llama-architecture file, as llama.cpp writes Mistral 7B) and
+// "qwen2".
+// Unknown variants give an empty arch.
+const std::vector<std::string>& ArchGoldenVariants();
+TinyModelSpec ArchGoldenSpec(const std::string& variant);
 
 }  // namespace kx::test
