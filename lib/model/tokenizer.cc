@@ -274,6 +274,11 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special,
     plain_begin = pos;
   }
   encode_plain(text.substr(plain_begin));
+  // A text that already starts with the BOS token (chat templates write it)
+  // gets no second one.
+  if (add_special && add_bos_ && bos_id_ >= 0 && dst.size() >= 2 && dst[1] == bos_id_) {
+    dst.erase(dst.begin());
+  }
   if (add_special && add_eos_ && eos_id_ >= 0) dst.push_back(eos_id_);
   return dst;
 }

@@ -150,6 +150,9 @@ TEST_CASE("spm: control tokens split the text when parse_special", "[spm]") {
   // Only the first prefix space is stripped (as llama.cpp decodes).
   CHECK(t->Decode(Ids{kBos, sp_a, kEos, sp_a}) == "a a");
   CHECK(t->Decode(Ids{kBos, sp_a, kEos, sp_a}, true) == "<s> a</s> a");
+  // A text that already starts with BOS (as chat templates write it) gets one, not two.
+  CHECK(t->Encode("<s>a", true, true) == Ids{kBos, sp_a});
+  CHECK(t->Encode("<s>a", false, true) == Ids{kBos, sp_a});
 }
 
 TEST_CASE("spm: validation", "[spm]") {
