@@ -7,6 +7,7 @@
 
 #include "base/timer.h"
 #include "capi/internal.h"
+#include "engine/stop_strings.h"
 #include "model/tokenizer.h"
 
 using kx::capi::Fail;
@@ -17,49 +18,6 @@ namespace {
 
 constexpr int32_t kDefaultMaxTokens = 256;
 constexpr int32_t kNoToken = -1;
-
-// Holds back text that may be the start of a stop string; finds a completed one.
-class StopFilter {
- public:
-  explicit StopFilter(std::vector<std::string> stops) : stops_(std::move(stops)) {}
-
-  // Appends `text`; returns what can be shown now. Sets *stopped when a stop
-  // string completed (the returned text is what came before it).
-  std::string Push(std::string_view text, bool* stopped) {
-    pending_.append(text);
-    size_t first = std::string::npos;
-    for (const std::string& s : stops_) first = std::min(first, pending_.find(s));
-    if (first != std::string::npos) {
-      *stopped = true;
-      std::string out = pending_.substr(0, first);
-      pending_.clear();
-      return out;
-    }
-    // Keep the longest suffix that is a proper prefix of some stop string.
-    size_t keep = 0;
-    for (const std::string& s : stops_) {
-      const size_t max_len = std::min(s.size() - 1, pending_.size());
-      for (size_t len = max_len; len > keep; --len) {
-        if (pending_.compare(pending_.size() - len, len, s, 0, len) == 0) {
-          keep = len;
-          break;
-        }
-      }
-    }
-    std::string out = pending_.substr(0, pending_.size() - keep);
-    pending_.erase(0, pending_.size() - keep);
-    return out;
-  }
-  std::string Flush() {
-    std::string out;
-    out.swap(pending_);
-    return out;
-  }
-
- private:
-  std::vector<std::string> stops_;
-  std::string pending_;
-};
 
 }  // namespace
 
@@ -135,7 +93,7 @@ kx_status kx_session_generate(kx_session* session, kx_sampler* sampler, const ch
     kx::Sampler& smp = sampler != nullptr ? sampler->sampler : s->default_sampler->sampler;
     std::vector<std::string> stops;
     for (uint32_t i = 0; i < p.n_stop_strings; ++i) stops.emplace_back(p.stop_strings[i]);
-    StopFilter filter(std::move(stops));
+    kx::StopStringMatcher filter(std::move(stops));
     kx::Utf8Stream utf8;
     bool stop_string = false;
     bool callback_stop = false;
@@ -166,7 +124,8 @@ kx_status kx_session_generate(kx_session* session, kx_sampler* sampler, const ch
         break;
       }
       const std::string text =
-          filter.Push(utf8.Push(tok.TokenToPiece(next, /*render_special=*/false)), &stop_string);
+          filter.Push(utf8.Push(tok.TokenToPiece(next, /*render_special=*/false)));
+      stop_string = filter.stopped();
       emit(next, text);
       if (auto st = kx::capi::SessionEval(s, &next, 1, false)) {
         return Fail(st, std::string("kx_session_generate: ") + kx_last_error());
@@ -183,8 +142,10 @@ kx_status kx_session_generate(kx_session* session, kx_sampler* sampler, const ch
     }
     // 3. Whatever was held back (an incomplete character, a partial stop string).
     if (!stop_string) {
-      const std::string tail = filter.Push(utf8.Flush(), &stop_string) +
-                               (stop_string ? std::string() : filter.Flush());
+      // Two statements: the operands of + are not sequenced, and Flush must
+      // see what Push held back (it returns "" once a stop string matched).
+      std::string tail = filter.Push(utf8.Flush());
+      tail += filter.Flush();
       if (!tail.empty() && !callback_stop) emit(kNoToken, tail);
     }
     if (result != nullptr) kx::capi::WriteStruct(r, result);

@@ -24,6 +24,7 @@ struct kx_model_options {
   std::string device = "cpu";
   uint64_t budget_gpu = 0;
   uint64_t budget_ram = 0;
+  bool use_mmap = true;  // false: read the file into memory
   kx_progress_callback progress = nullptr;
   void* progress_user_data = nullptr;
 };

@@ -93,11 +93,7 @@ kx_status kx_model_options_set_budget(kx_model_options* options, kx_tier tier, u
 
 kx_status kx_model_options_set_mmap(kx_model_options* options, int32_t use_mmap) {
   if (options == nullptr) return NullArg(__func__, "options");
-  if (use_mmap == 0) {
-    return Fail(KX_STATUS_UNIMPLEMENTED,
-                "kx_model_options_set_mmap: reading the model without mmap is not implemented "
-                "yet (models are always mapped read-only)");
-  }
+  options->use_mmap = use_mmap != 0;
   return KX_STATUS_OK;
 }
 
@@ -122,7 +118,9 @@ kx_status kx_model_load(const char* path, const kx_model_options* options, kx_mo
     if (::stat(path, &st) != 0) {
       return Fail(KX_STATUS_NOT_FOUND, "kx_model_load: no model file at '" + std::string(path) + "'");
     }
-    auto loaded = kx::Model::Load(path);
+    kx::ModelOptions load_options;
+    load_options.use_mmap = m->options.use_mmap;
+    auto loaded = kx::Model::Load(path, load_options);
     if (!loaded.ok()) {
       const auto code = loaded.status().code();
       const kx_status fallback = code == absl::StatusCode::kResourceExhausted

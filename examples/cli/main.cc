@@ -13,11 +13,13 @@
 #include "common/progress.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
+#include "engine/stop_strings.h"
 #include "kairox/version.h"
 #include "model/chat_template.h"
 #include "model/gguf.h"
 #include "model/gguf_info.h"
 #include "model/llama.h"
+#include "model/model.h"
 #include "model/tokenizer.h"
 
 namespace {
@@ -38,6 +40,11 @@ constexpr const char* kUsage = R"(usage: kairox-cli [options]
       --min-p P           min-p (default 0.05; 0 = off)
       --repeat-penalty R  repetition penalty (default 1.0 = off)
       --repeat-last-n N   tokens the penalty looks back over (default 64)
+      --logit-bias LIST   add to token logits: comma-separated ID+BIAS / ID-BIAS entries,
+                          e.g. 15043+1.5,2-inf (-inf bans the token)
+      --stop STR          stop when the output contains STR (STR itself is not printed)
+      --no-mmap           read the model into memory instead of mapping it
+      --mlock             lock the model in RAM (a warning if RLIMIT_MEMLOCK is too small)
       --info              print the model's metadata and tensor table, then exit
       --all-tensors       with --info: list every tensor
       --verbose           log more on stderr
@@ -57,8 +64,9 @@ int main(int argc, char** argv) {
       argc, argv,
       {"-m", "--model", "-p", "--prompt", "-f", "--file", "-n", "--n-predict", "-t", "--threads",
        "-c", "--ctx-size", "-s", "--seed", "--temp", "--top-k", "--top-p", "--min-p",
-       "--repeat-penalty", "--repeat-last-n"},
-      {"--chat", "--info", "--all-tensors", "--verbose", "-h", "--help", "--version"});
+       "--repeat-penalty", "--repeat-last-n", "--logit-bias", "--stop"},
+      {"--chat", "--info", "--all-tensors", "--verbose", "-h", "--help", "--version", "--no-mmap",
+       "--mlock"});
   if (!args.ok()) return Fail(args.error());
   if (args.Has("-h", "--help")) {
     std::fputs(kUsage, stdout);
@@ -97,12 +105,31 @@ int main(int argc, char** argv) {
   sp.min_p = static_cast<float>(args.Float("--min-p", "", sp.min_p));
   sp.repeat_penalty = static_cast<float>(args.Float("--repeat-penalty", "", sp.repeat_penalty));
   sp.repeat_last_n = static_cast<int>(args.Int("--repeat-last-n", "", sp.repeat_last_n));
+  if (args.Has("--logit-bias")) {
+    auto bias = kx::ParseLogitBias(args.Str("--logit-bias", "", ""));
+    if (!bias.ok()) return Fail("--logit-bias: " + std::string(bias.status().message()));
+    sp.logit_bias = *std::move(bias);
+  }
+  const std::string stop = args.Str("--stop", "", "");
+  kx::ModelOptions model_opts;
+  model_opts.use_mmap = !args.Has("--no-mmap");
+  model_opts.mlock = args.Has("--mlock");
   const long long n_predict = args.Int("-n", "--n-predict", 128);
   if (!args.ok()) return Fail(args.error());
   if (prompt.empty()) return Fail("no prompt: give -p TEXT or -f FILE (see --help)");
   if (opts.n_threads < 0) return Fail("--threads must be >= 0");
+  if (args.Has("--stop") && stop.empty()) return Fail("--stop needs a non-empty string");
 
-  auto engine_or = kx::Engine::Load(model_path, opts);
+  auto model_or = kx::Model::Load(model_path, model_opts);
+  if (!model_or.ok()) return Fail(std::string(model_or.status().message()));
+  for (const kx::LogitBias& b : sp.logit_bias) {
+    if (b.token >= (*model_or)->hparams().n_vocab) {
+      return Fail("--logit-bias: token " + std::to_string(b.token) +
+                  " is outside the vocabulary (" + std::to_string((*model_or)->hparams().n_vocab) +
+                  " tokens)");
+    }
+  }
+  auto engine_or = kx::Engine::Create(*std::move(model_or), opts);
   if (!engine_or.ok()) return Fail(std::string(engine_or.status().message()));
   kx::Engine& engine = **engine_or;
   const kx::Tokenizer& tok = engine.tokenizer();
@@ -142,6 +169,13 @@ int main(int argc, char** argv) {
 
   kx::Sampler sampler(sp);
   kx::Utf8Stream utf8;
+  kx::StopStringMatcher stops(stop.empty() ? std::vector<std::string>{}
+                                           : std::vector<std::string>{stop});
+  auto print = [](const std::string& text) {
+    if (text.empty()) return;
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  };
   std::vector<int32_t> history = ids;
   long long generated = 0;
   kx::Stopwatch tg_clock;
@@ -154,16 +188,14 @@ int main(int argc, char** argv) {
     if (tok.IsEndOfGeneration(next)) break;
     history.push_back(next);
     ++generated;
-    std::string text = utf8.Push(tok.TokenToPiece(next, /*render_special=*/false));
-    if (!text.empty()) {
-      std::fwrite(text.data(), 1, text.size(), stdout);
-      std::fflush(stdout);
-    }
+    print(stops.Push(utf8.Push(tok.TokenToPiece(next, /*render_special=*/false))));
+    if (stops.stopped()) break;
     if (generated == limit || engine.n_past() >= engine.n_ctx()) break;
     if (auto st = engine.Eval({&next, 1}); !st.ok()) return Fail(std::string(st.message()));
   }
-  const std::string tail = utf8.Flush();
-  std::fwrite(tail.data(), 1, tail.size(), stdout);
+  // What was held back: an unfinished character or the start of the stop string.
+  print(stops.Push(utf8.Flush()));
+  print(stops.Flush());
   std::fputc('\n', stdout);
   const double tg_s = tg_clock.ElapsedSeconds();
   std::fprintf(stderr,

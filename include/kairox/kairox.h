@@ -131,7 +131,9 @@ KX_API kx_status kx_model_options_set_device(kx_model_options* options, const ch
 /* Bytes the model may use in `tier` (0: no limit). Stored; enforced once tiering lands. */
 KX_API kx_status kx_model_options_set_budget(kx_model_options* options, kx_tier tier,
                                              uint64_t bytes);
-/* Non-zero: map the file (the default). Zero (read into memory) is KX_STATUS_UNIMPLEMENTED. */
+/* Non-zero: map the file (the default: pages load on demand, shared with the page cache). Zero:
+ * read the whole file into memory owned by the model at load time (slower to load, no file
+ * access afterwards). Logits are identical either way. */
 KX_API kx_status kx_model_options_set_mmap(kx_model_options* options, int32_t use_mmap);
 /* NULL clears. `user_data` must be valid during kx_model_load. */
 KX_API kx_status kx_model_options_set_progress_callback(kx_model_options* options,

@@ -2,16 +2,52 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <utility>
 
 namespace kx {
+namespace {
 
-absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
+// Largest single read(): Linux transfers at most about 2 GiB per call anyway.
+constexpr uint64_t kMaxReadChunk = uint64_t{1} << 30;
+constexpr uint64_t kBytesPerKiB = 1024;
+constexpr double kBytesPerMiB = 1024.0 * 1024.0;
+
+void FreeAligned(const uint8_t* p) {
+  ::operator delete (const_cast<uint8_t*>(p), std::align_val_t{MappedFile::kReadAlignment});
+}
+
+// Reads all `size` bytes at offset 0 of `fd` into `dst`, retrying short reads
+// and EINTR.
+absl::Status ReadAll(int fd, uint8_t* dst, uint64_t size, const std::string& path) {
+  uint64_t done = 0;
+  while (done < size) {
+    const uint64_t want = std::min(size - done, kMaxReadChunk);
+    const ssize_t got = ::pread(fd, dst + done, want, static_cast<off_t>(done));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return absl::DataLossError(
+          absl::StrCat("reading '", path, "' at byte ", done, " failed: ", std::strerror(errno)));
+    }
+    if (got == 0) {
+      return absl::DataLossError(absl::StrCat("'", path, "' ended at byte ", done, " of ", size,
+                                              " (was it truncated while being read?)"));
+    }
+    done += static_cast<uint64_t>(got);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path, Mode mode) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -25,24 +61,71 @@ absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
   }
   MappedFile file;
   file.path_ = path;
-  file.size_ = static_cast<uint64_t>(st.st_size);
-  if (file.size_ > 0) {
-    void* p = ::mmap(nullptr, file.size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  file.mode_ = mode;
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size > 0 && mode == Mode::kMap) {
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
       const int err = errno;
       ::close(fd);
       return absl::InternalError(absl::StrCat("mmap of '", path, "' failed: ", std::strerror(err)));
     }
     file.data_ = static_cast<const uint8_t*>(p);
+    file.size_ = size;
+  } else if (size > 0) {
+    // Rounded up to the alignment, as aligned new requires nothing of the
+    // size but this keeps the tail's last vector load inside the buffer.
+    const uint64_t padded = (size + kReadAlignment - 1) / kReadAlignment * kReadAlignment;
+    auto* buf = static_cast<uint8_t*>(
+        ::operator new (padded, std::align_val_t{kReadAlignment}, std::nothrow));
+    if (buf == nullptr) {
+      ::close(fd);
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot allocate ", size, " bytes to read '", path, "' into memory"));
+    }
+    std::memset(buf + size, 0, padded - size);
+    file.data_ = buf;  // owned from here: Reset() frees it on any error below
+    file.size_ = size;
+    if (absl::Status read = ReadAll(fd, buf, size, path); !read.ok()) {
+      ::close(fd);
+      return read;
+    }
   }
   ::close(fd);
   return file;
 }
 
+absl::Status MappedFile::Lock() {
+  if (locked_ || size_ == 0) return absl::OkStatus();
+  if (::mlock(data_, size_) == 0) {
+    locked_ = true;
+    return absl::OkStatus();
+  }
+  const int err = errno;
+  const double mib = static_cast<double>(size_) / kBytesPerMiB;
+  if (err == ENOMEM || err == EAGAIN) {
+    struct rlimit lim {};
+    std::string limit = "unknown";
+    if (::getrlimit(RLIMIT_MEMLOCK, &lim) == 0) {
+      limit = lim.rlim_cur == RLIM_INFINITY
+                  ? std::string("unlimited")
+                  : absl::StrCat(static_cast<uint64_t>(lim.rlim_cur) / kBytesPerKiB, " KiB");
+    }
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "cannot lock '%s' in memory (%.1f MiB): %s; RLIMIT_MEMLOCK is %s: raise it (ulimit -l, "
+        "or memlock in /etc/security/limits.conf)",
+        path_, mib, std::strerror(err), limit));
+  }
+  return absl::PermissionDeniedError(
+      absl::StrFormat("cannot lock '%s' in memory (%.1f MiB): %s", path_, mib, std::strerror(err)));
+}
+
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
-      path_(std::move(other.path_)) {}
+      path_(std::move(other.path_)),
+      mode_(other.mode_),
+      locked_(std::exchange(other.locked_, false)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   if (this != &other) {
@@ -50,6 +133,8 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     path_ = std::move(other.path_);
+    mode_ = other.mode_;
+    locked_ = std::exchange(other.locked_, false);
   }
   return *this;
 }
@@ -57,9 +142,19 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
 MappedFile::~MappedFile() { Reset(); }
 
 void MappedFile::Reset() {
-  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (data_ != nullptr) {
+    // munmap drops the lock itself; a heap buffer must be unlocked before
+    // the allocator reuses its pages.
+    if (mode_ == Mode::kMap) {
+      ::munmap(const_cast<uint8_t*>(data_), size_);
+    } else {
+      if (locked_) ::munlock(data_, size_);
+      FreeAligned(data_);
+    }
+  }
   data_ = nullptr;
   size_ = 0;
+  locked_ = false;
 }
 
 }  // namespace kx

@@ -1,4 +1,10 @@
-// A read-only memory map of a whole file. Move-only; unmaps on destruction.
+// A read-only view of a whole file: memory-mapped (the default) or read into
+// an owned heap buffer (Mode::kRead, for file systems where mapping is slow or
+// unavailable, or to keep the page cache out of the picture). Both modes give
+// the same interface. Move-only; unmaps or frees on destruction.
+//
+//   KX_ASSIGN_OR_RETURN(kx::MappedFile f, kx::MappedFile::Open(path, kx::MappedFile::Mode::kRead));
+//   if (absl::Status st = f.Lock(); !st.ok()) kx::Log()->warn("{}", st.message());
 #pragma once
 
 #include <cstddef>
@@ -11,8 +17,16 @@ namespace kx {
 
 class MappedFile {
  public:
-  // Maps `path` read-only. An empty file maps to size 0 with a null data().
-  static absl::StatusOr<MappedFile> Open(const std::string& path);
+  enum class Mode {
+    kMap,   // mmap read-only, pages loaded on demand
+    kRead,  // read() into a heap buffer aligned to kReadAlignment
+  };
+  // Alignment of the heap buffer in kRead mode (a cache line, and enough for
+  // any SIMD load of the weights; mmap gives page alignment).
+  static constexpr uint64_t kReadAlignment = 64;
+
+  // Opens `path` in `mode`. An empty file gives size 0 with a null data().
+  static absl::StatusOr<MappedFile> Open(const std::string& path, Mode mode = Mode::kMap);
 
   MappedFile() = default;
   MappedFile(MappedFile&& other) noexcept;
@@ -21,9 +35,17 @@ class MappedFile {
   MappedFile& operator=(const MappedFile&) = delete;
   ~MappedFile();
 
+  // Pins the bytes in RAM (mlock) so they are never paged out. Fails with
+  // ResourceExhausted (the message gives RLIMIT_MEMLOCK and how to raise it)
+  // or PermissionDenied; the file stays usable either way, so callers usually
+  // log the failure as a warning. A no-op for an empty file.
+  absl::Status Lock();
+
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  Mode mode() const { return mode_; }
+  bool locked() const { return locked_; }
 
  private:
   void Reset();
@@ -31,6 +53,8 @@ class MappedFile {
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
   std::string path_;
+  Mode mode_ = Mode::kMap;
+  bool locked_ = false;
 };
 
 }  // namespace kx

@@ -1,8 +1,12 @@
 #include "engine/sampler.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <string>
 
 #include "base/check.h"
 
@@ -19,6 +23,47 @@ constexpr double kTwoPowMinus53 = 1.0 / 9007199254740992.0;
 constexpr int kRawBitsDropped = 64 - 53;
 
 }  // namespace
+
+absl::StatusOr<std::vector<LogitBias>> ParseLogitBias(std::string_view spec) {
+  std::vector<LogitBias> out;
+  if (spec.empty()) return out;
+  size_t start = 0;
+  while (start <= spec.size()) {
+    const size_t comma = std::min(spec.find(',', start), spec.size());
+    const std::string_view entry = spec.substr(start, comma - start);
+    start = comma + 1;
+    const std::string shown(entry);
+    auto bad = [&](std::string_view why) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("logit bias '", shown, "': ", absl::string_view(why.data(), why.size()),
+                       " (expected ID+BIAS or ID-BIAS, e.g. 15043+1.5 "
+                       "or 2-inf)"));
+    };
+    const size_t sign = entry.find_first_of("+-");
+    if (sign == std::string_view::npos || sign == 0) return bad("no token id before + or -");
+    int32_t token = 0;
+    const auto [id_end, id_err] = std::from_chars(entry.data(), entry.data() + sign, token);
+    if (id_err != std::errc() || id_end != entry.data() + sign || token < 0) {
+      return bad("the token id is not a non-negative integer");
+    }
+    // Plain decimals and inf only: strtof alone would also take hex floats and nan.
+    const std::string number(entry.substr(sign));
+    const std::string_view magnitude = std::string_view(number).substr(1);
+    const bool is_inf = magnitude == "inf" || magnitude == "infinity";
+    if (magnitude.empty() ||
+        (!is_inf && magnitude.find_first_not_of("0123456789.eE+-") != std::string_view::npos)) {
+      return bad("the bias is not a number or inf");
+    }
+    char* end = nullptr;
+    errno = 0;
+    const float bias = std::strtof(number.c_str(), &end);
+    if (end != number.c_str() + number.size() || bias != bias || errno == ERANGE) {
+      return bad("the bias is not a number or inf");
+    }
+    out.push_back({token, bias});
+  }
+  return out;
+}
 
 Sampler::Sampler(const SamplerParams& params) : params_(params), rng_(params.seed) {}
 
@@ -52,6 +97,7 @@ int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> 
     const float v = logits[i];
     vals_[i] = v != v ? kNegInf : v;  // NaN is never sampled
   }
+  ApplyLogitBias();
   ApplyRepetitionPenalty(history);
   float max_logit = kNegInf;
   for (float v : vals_) max_logit = v > max_logit ? v : max_logit;
@@ -64,6 +110,17 @@ int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> 
   CollectCandidates(max_logit);
   if (params_.top_p < 1.0f) TopP(params_.top_p);
   return Draw(params_.temperature);
+}
+
+void Sampler::ApplyLogitBias() {
+  const int64_t n = static_cast<int64_t>(vals_.size());
+  for (const LogitBias& b : params_.logit_bias) {
+    if (b.token < 0 || b.token >= n || b.bias != b.bias) continue;
+    float& logit = vals_[static_cast<size_t>(b.token)];
+    const float biased = logit + b.bias;
+    // -inf + +inf is NaN: a ban (or a -inf logit) wins over a forcing bias.
+    logit = biased != biased ? kNegInf : biased;
+  }
 }
 
 void Sampler::ApplyRepetitionPenalty(std::span<const int32_t> history) {

@@ -1,5 +1,5 @@
-// Token sampling from a logit vector: repetition penalty, greedy, top-k,
-// min-p, top-p, temperature, then a seeded draw.
+// Token sampling from a logit vector: logit bias, repetition penalty, greedy,
+// top-k, min-p, top-p, temperature, then a seeded draw.
 //
 // Usage:
 //   kx::SamplerParams sp;  sp.temperature = 0.7f;  sp.seed = 42;
@@ -7,6 +7,9 @@
 //   int32_t next = sampler.Sample(engine->Logits(), history);
 //
 // The pipeline runs in this order (llama.cpp's names and semantics):
+//   0. logit bias: each (id, bias) pair adds bias to that token's logit
+//      (pairs for the same id add up; -inf bans the token, +inf forces it
+//      unless it is banned too; ids outside the vocabulary are ignored);
 //   1. repetition penalty over the distinct tokens among the last
 //      repeat_last_n of `history`: logit > 0 → logit / penalty, else
 //      logit × penalty;
@@ -42,9 +45,23 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <string_view>
 #include <vector>
 
+#include "base/status.h"
+
 namespace kx {
+
+struct LogitBias {
+  int32_t token = 0;
+  float bias = 0.0f;  // added to the logit; -inf bans the token
+  bool operator==(const LogitBias&) const = default;
+};
+
+// Parses a comma-separated list of ID(+|-)BIAS entries, e.g.
+// "15043+1.5,2-inf" (BIAS: a decimal number, "inf" or "infinity"). Errors
+// name the entry that is wrong. An empty string gives an empty list.
+absl::StatusOr<std::vector<LogitBias>> ParseLogitBias(std::string_view spec);
 
 struct SamplerParams {
   float temperature = 0.8f;     // <= 0: greedy
@@ -54,6 +71,7 @@ struct SamplerParams {
   float repeat_penalty = 1.0f;  // 1 (or <= 0): off
   int repeat_last_n = 64;       // 0: off, < 0: the whole history
   uint64_t seed = 0xC0FFEE;
+  std::vector<LogitBias> logit_bias;  // applied first (step 0)
 };
 
 class Sampler {
@@ -79,6 +97,7 @@ class Sampler {
     int32_t id;
   };
 
+  void ApplyLogitBias();
   void ApplyRepetitionPenalty(std::span<const int32_t> history);
   // Fills cands_ with the tokens that survive top-k and min-p (with any +inf
   // logit: the +inf tokens, as logit 0).

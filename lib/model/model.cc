@@ -1,5 +1,7 @@
 #include "model/model.h"
 
+#include "base/log.h"
+
 namespace kx {
 namespace {
 
@@ -18,8 +20,20 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& path
                                                          const ModelOptions& options) {
   std::shared_ptr<Model> m(new Model());
   m->path_ = path;
-  KX_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(path));
-  m->file_ = std::make_unique<GgufFile>(std::move(file));
+  const MappedFile::Mode mode = options.use_mmap ? MappedFile::Mode::kMap : MappedFile::Mode::kRead;
+  KX_ASSIGN_OR_RETURN(m->bytes_, MappedFile::Open(path, mode));
+  if (options.mlock) {
+    // Not fatal: an unlocked model works, it may just page out under pressure.
+    if (absl::Status locked = m->bytes_.Lock(); !locked.ok()) {
+      Log().warn("{}; continuing without mlock", std::string(locked.message()));
+    }
+  }
+  // The buffer never moves (moving a MappedFile moves the pointer, not the bytes).
+  auto file = GgufFile::FromBuffer(m->bytes_.data(), m->bytes_.size());
+  if (!file.ok()) {
+    return absl::Status(file.status().code(), absl::StrCat(path, ": ", file.status().message()));
+  }
+  m->file_ = std::make_unique<GgufFile>(*std::move(file));
   KX_ASSIGN_OR_RETURN(m->hp_, ReadLlamaHParams(*m->file_));
   KX_ASSIGN_OR_RETURN(m->weights_, BindLlamaWeights(*m->file_, m->hp_));
   KX_ASSIGN_OR_RETURN(m->tokenizer_, Tokenizer::FromGguf(*m->file_));

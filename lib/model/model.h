@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "base/mapped_file.h"
 #include "base/status.h"
 #include "model/gguf.h"
 #include "model/llama.h"
@@ -19,8 +20,12 @@
 namespace kx {
 
 struct ModelOptions {
-  // Reserved for later options (sidecar path, mlock, no-mmap); the struct
-  // keeps call sites stable as they arrive.
+  // true: map the file (pages load on demand and are shared with the page
+  // cache); false: read it all into an owned, 64-byte-aligned heap buffer.
+  bool use_mmap = true;
+  // Pin the weights in RAM (mlock). A failure, typically RLIMIT_MEMLOCK being
+  // smaller than the file, is logged as a warning and loading goes on.
+  bool mlock = false;
 };
 
 class Model {
@@ -35,6 +40,9 @@ class Model {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const LlamaHParams& hparams() const { return hp_; }
   const LlamaWeights& weights() const { return weights_; }
+  // How the file is held, and whether mlock succeeded (options.mlock).
+  bool mapped() const { return bytes_.mode() == MappedFile::Mode::kMap; }
+  bool locked() const { return bytes_.locked(); }
 
   // Bytes of weights one decode step reads (every matrix once, one embedding row).
   uint64_t WeightBytesPerToken() const;
@@ -46,7 +54,10 @@ class Model {
  private:
   Model() = default;
   std::string path_;
-  std::unique_ptr<GgufFile> file_;  // owns the mapping every WeightRef points into
+  // The file's bytes (mapped or read). Declared before file_ so it outlives
+  // the GgufFile and every WeightRef that points into it.
+  MappedFile bytes_;
+  std::unique_ptr<GgufFile> file_;
   std::unique_ptr<Tokenizer> tokenizer_;
   LlamaHParams hp_;
   LlamaWeights weights_;

@@ -80,3 +80,68 @@ TEST_CASE("cli: a prompt longer than the context is refused", "[cli][model]") {
   CHECK(r.exit_code == 1);
   CHECK(Contains(r.out, "does not fit the context"));
 }
+
+TEST_CASE("cli: --logit-bias and --stop are checked before loading", "[cli]") {
+  auto help = RunProgram(kCli, "--help", false);
+  for (const char* flag : {"--logit-bias", "--stop", "--no-mmap", "--mlock"}) {
+    CHECK(Contains(help.out, flag));
+  }
+  auto bad_bias = RunProgram(kCli, "-m /nonexistent/x.gguf -p hi --logit-bias 5+1,7*2", true);
+  CHECK(bad_bias.exit_code == 1);
+  CHECK(Contains(bad_bias.out, "--logit-bias"));
+  CHECK(Contains(bad_bias.out, "'7*2'"));
+  auto empty_stop = RunProgram(kCli, "-m /nonexistent/x.gguf -p hi --stop ''", true);
+  CHECK(empty_stop.exit_code == 1);
+  CHECK(Contains(empty_stop.out, "--stop"));
+  auto no_mmap_missing = RunProgram(kCli, "-m /nonexistent/x.gguf -p hi --no-mmap", true);
+  CHECK(no_mmap_missing.exit_code == 1);
+  CHECK(Contains(no_mmap_missing.out, "/nonexistent/x.gguf"));
+}
+
+TEST_CASE("cli: --no-mmap and --mlock generate the same text", "[cli][model]") {
+  const std::string model = kx::test::DefaultModelOrSkip();
+  const std::string base = "-m " + ShellQuote(model) +
+                           " --chat --temp 0 -n 16 -t 2 -p 'What is the capital of France?'";
+  auto mapped = RunProgram(kCli, base, false);
+  auto read = RunProgram(kCli, base + " --no-mmap --mlock", false);
+  CHECK(mapped.exit_code == 0);
+  CHECK(read.exit_code == 0);  // mlock failing (RLIMIT_MEMLOCK) is only a warning
+  CHECK(!mapped.out.empty());
+  CHECK(read.out == mapped.out);
+}
+
+TEST_CASE("cli: --stop ends the output before the stop string", "[cli][model]") {
+  const std::string model = kx::test::DefaultModelOrSkip();
+  const std::string base = "-m " + ShellQuote(model) +
+                           " --chat --temp 0 -n 24 -t 2 -p 'What is the capital of France?'";
+  auto full = RunProgram(kCli, base, false);
+  REQUIRE(full.exit_code == 0);
+  const size_t at = full.out.find("Paris");
+  REQUIRE(at != std::string::npos);
+  auto stopped = RunProgram(kCli, base + " --stop Paris", false);
+  CHECK(stopped.exit_code == 0);
+  CHECK(stopped.out == full.out.substr(0, at) + "\n");
+  // A stop string that never appears changes nothing (the held-back prefix is released).
+  auto unmatched = RunProgram(kCli, base + " --stop 'Paris, Texas'", false);
+  CHECK(unmatched.out == full.out);
+}
+
+TEST_CASE("cli: --logit-bias forces and bans tokens", "[cli][model]") {
+  const std::string model = kx::test::DefaultModelOrSkip();
+  const std::string base = "-m " + ShellQuote(model) + " --temp 0.8 -s 7 -t 2 -p Hello";
+  // +inf on one token makes every step pick it: 8 tokens are 4 tokens twice.
+  auto four = RunProgram(kCli, base + " -n 4 --logit-bias 330+inf", false);
+  auto eight = RunProgram(kCli, base + " -n 8 --logit-bias 330+inf,2-inf", false);
+  REQUIRE(four.exit_code == 0);
+  REQUIRE(eight.exit_code == 0);
+  REQUIRE(four.out.size() > 1);
+  const std::string piece4 = four.out.substr(0, four.out.size() - 1);  // without the newline
+  CHECK(eight.out == piece4 + piece4 + "\n");
+  // A ban on the forced token lets ordinary sampling through again.
+  auto banned = RunProgram(kCli, base + " -n 4 --logit-bias 330+inf,330-inf", false);
+  CHECK(banned.exit_code == 0);
+  CHECK(banned.out != four.out);
+  auto outside = RunProgram(kCli, base + " -n 4 --logit-bias 49152+1", true);
+  CHECK(outside.exit_code == 1);
+  CHECK(Contains(outside.out, "outside the vocabulary"));
+}
