@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/timer.h"
-#include "bench/read_probe.h"
+#include "kernels/cpu/bandwidth.h"
 #include "kernels/cpu/kernels.h"
 #include "tensor/dtype.h"
 
@@ -61,7 +61,7 @@ Summary Summarize(std::vector<double> samples) {
 
 double ReadBandwidthGBps(uint64_t bytes, int n_threads) {
   if (bytes == 0) return 0.0;
-  return MeasureConcurrentReadGBps(bytes, n_threads, kBandwidthRepeats);
+  return cpu::MeasureReadBandwidthGBps(bytes, n_threads, kBandwidthRepeats);
 }
 
 std::string MatmulPeakMethod() {

@@ -42,24 +42,6 @@ struct Result {
 constexpr int kThreads2 = 2;
 constexpr int64_t kRowAlign = 16;  // thread shares start at a multiple of this
 
-// Seconds for fn(i), i < n_threads, run at once (the caller is thread 0).
-template <class Fn>
-double TimeConcurrently(int n_threads, const Fn& fn) {
-  std::atomic<bool> go{false};
-  std::vector<std::thread> threads;
-  for (int i = 1; i < n_threads; ++i) {
-    threads.emplace_back([&, i] {
-      while (!go.load(std::memory_order_acquire)) {
-      }
-      fn(i);
-    });
-  }
-  Stopwatch sw;
-  go.store(true, std::memory_order_release);
-  fn(0);
-  for (std::thread& t : threads) t.join();
-  return sw.ElapsedSeconds();
-}
 
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr int kSamplesPerRepeat = 5;
@@ -120,15 +102,15 @@ double MatvecGbps(const cpu::TypeKernels& k, const Shape& s, uint64_t ws_bytes, 
   auto run = [&](int ith) {
     for (int p = 0; p < passes; ++p) pass(ith);
   };
-  TimeConcurrently(n_threads, run);  // warm-up
+  cpu::TimeConcurrently(n_threads, run);  // warm-up
   // Short samples (~2 ms, at least one pass), many of them: on a shared
   // machine a long sample almost always includes time a thread was
   // descheduled, while the median of short ones reflects the kernel.
-  const double probe = TimeConcurrently(n_threads, run);
+  const double probe = cpu::TimeConcurrently(n_threads, run);
   passes = std::max(1, static_cast<int>(0.002 / std::max(1e-9, probe)));
   std::vector<double> gbps;
   for (int r = 0; r < repeats * kSamplesPerRepeat; ++r) {
-    const double sec = TimeConcurrently(n_threads, run);
+    const double sec = cpu::TimeConcurrently(n_threads, run);
     gbps.push_back(static_cast<double>(copies * mat_bytes) * passes / sec * 1e-9);
   }
   return Median(gbps);

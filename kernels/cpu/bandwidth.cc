@@ -75,26 +75,6 @@ float SumSse(const float* p, uint64_t n_floats) {
   return lanes[0] + lanes[1] + lanes[2] + lanes[3];
 }
 
-// Runs fn(i) on n_threads threads (the calling thread is thread 0) started
-// together after all exist, and returns the seconds from the start signal
-// until the last one finished.
-template <class Fn>
-double TimeConcurrently(int n_threads, const Fn& fn) {
-  std::atomic<bool> go{false};
-  std::vector<std::thread> threads;
-  for (int i = 1; i < n_threads; ++i) {
-    threads.emplace_back([&, i] {
-      while (!go.load(std::memory_order_acquire)) {
-      }
-      fn(i);
-    });
-  }
-  Stopwatch sw;
-  go.store(true, std::memory_order_release);
-  fn(0);
-  for (std::thread& t : threads) t.join();
-  return sw.ElapsedSeconds();
-}
 
 }  // namespace
 
