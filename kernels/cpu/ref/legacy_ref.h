@@ -16,10 +16,11 @@ struct LegacyRef {
       L::Quants(p, q);
       BlockQ16A xa;
       std::memcpy(&xa, &x[b], sizeof xa);
-      int32_t sumi = 0;  // |sumi| ≤ 32·31·32767 < 2^25
+      int32_t sumi = 0;  // |sumi| ≤ 32·128·32767 = 2^27 (Q8_0): no overflow
       for (int j = 0; j < kQK; ++j) sumi += q[j] * xa.qs[j];
-      acc += HalfToFloat(LoadU16(p)) * xa.d * static_cast<float>(sumi);
-      if constexpr (L::kHasMin) acc += L::M(p) * xa.s;  // Σ m·x = m·d_x·Σqx = m·s
+      float block = HalfToFloat(LoadU16(p)) * xa.d * static_cast<float>(sumi);
+      if constexpr (L::kHasMin) block += L::M(p) * xa.s;  // Σ m·x = m·d_x·Σqx = m·s
+      acc += block;
     }
     return acc;
   }
