@@ -3,6 +3,7 @@
 // scalar), so a level runs wherever the CPU's best level is at least it.
 #include "base/check.h"
 #include "kernels/cpu/internal.h"
+#include "kernels/cpu/sparse_internal.h"
 
 namespace kx::cpu {
 namespace {
@@ -26,6 +27,7 @@ KernelTable MakeScalar() {
 #define KX_PUT(T) Put(&t, ref::k##T);
   KX_CPU_NEW_TYPES(KX_PUT)
 #undef KX_PUT
+  ref::PutAxpyRows(t.axpy_rows, kTypeSlots);
   return t;
 }
 
@@ -40,6 +42,8 @@ KernelTable MakeAvx2() {
 #define KX_PUT(T) Put(&t, avx2::k##T);
   KX_CPU_NEW_TYPES(KX_PUT)
 #undef KX_PUT
+  ref::PutAxpyRows(t.axpy_rows, kTypeSlots);
+  avx2::PutAxpyRows(t.axpy_rows, kTypeSlots);
   return t;
 }
 
@@ -60,6 +64,9 @@ KernelTable MakeAvx512(bool vnni) {
   Put(&t, vnni ? avx512::kQ4_0Vnni : avx512::kQ4_0);
   Put(&t, vnni ? avx512::kQ5_0Vnni : avx512::kQ5_0);
   Put(&t, vnni ? avx512::kQ5_1Vnni : avx512::kQ5_1);
+  ref::PutAxpyRows(t.axpy_rows, kTypeSlots);
+  avx512::PutAxpyRows(t.axpy_rows, kTypeSlots);
+  avx512::PutMatvecRuns(t.matvec_runs, kTypeSlots, vnni, vbmi);
   return t;
 }
 
@@ -68,6 +75,16 @@ KernelTable MakeAvx512(bool vnni) {
 const TypeKernels* KernelTable::For(GgmlType type) const {
   const auto id = static_cast<uint32_t>(type);
   return id < static_cast<uint32_t>(kTypeSlots) ? types[id] : nullptr;
+}
+
+AxpyRowsFn KernelTable::AxpyRows(GgmlType type) const {
+  const auto id = static_cast<uint32_t>(type);
+  return id < static_cast<uint32_t>(kTypeSlots) ? axpy_rows[id] : nullptr;
+}
+
+MatvecRunsFn KernelTable::MatvecRuns(GgmlType type) const {
+  const auto id = static_cast<uint32_t>(type);
+  return id < static_cast<uint32_t>(kTypeSlots) ? matvec_runs[id] : nullptr;
 }
 
 const KernelTable* KernelsFor(Isa isa) {

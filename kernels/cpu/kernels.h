@@ -79,13 +79,50 @@ struct VecKernels {
                         float* y, int64_t n);
 };
 
+// The sparse FFN's down projection over the rows of ffn_down_t (one row per
+// kept neuron, wherever its bundle lives): y[i] += Σ_r coef[r]·W_r[i] for i in
+// [i0, i1), W_r the row of one weight type starting at rows[r] (element 0).
+// i0 and i1 are multiples of the type's block size. Each element's result
+// depends only on the rows, the coefficients and its own y, never on [i0, i1),
+// so callers split the columns across threads without changing the output.
+// Kernels in kernels/cpu/{ref,avx2,avx512}/sparse_axpy.cc.
+using AxpyRowsFn = void (*)(const uint8_t* const* rows, const float* coef, int64_t n_rows,
+                            int64_t i0, int64_t i1, float* y);
+
+// The sparse FFN's gate/up projection over a list of row runs in address
+// order (the predicted rows of the bundles a thread computes): for every run
+// with y != null, y[k] = W_k·x for its bytes / row_bytes rows, each row equal
+// bit for bit to the same ISA's TypeKernels::matvec of that row. Runs with
+// y == null are not computed, only prefetched: the down rows the caller
+// reads next. The kernel prefetches a fixed byte distance ahead along the
+// list, across run boundaries, so scattered short runs stream like one long
+// one; runs[n_runs .. n_runs + n_ahead) continue the list for prefetching
+// only (the caller's next call computes them). `prefetched`: bytes at the
+// start of the list an earlier call already prefetched (its return value),
+// which are not prefetched again. Returns the bytes past runs[n_runs - 1]
+// this call prefetched. act is the type's quantize_act output for n elements.
+struct RowRun {
+  const uint8_t* w;  // first byte of the run
+  uint64_t bytes;    // rows·row_bytes (any count for prefetch-only runs)
+  float* y;          // one result per row; null: prefetch only
+};
+using MatvecRunsFn = uint64_t (*)(const RowRun* runs, int64_t n_runs, int64_t n_ahead,
+                                  size_t row_bytes, int64_t n, const void* act,
+                                  uint64_t prefetched);
+
 struct KernelTable {
   Isa isa;
   VecKernels vec;
   // Kernels for `type`, or null if this table cannot compute with it.
   const TypeKernels* For(GgmlType type) const;
+  // axpy_rows for `type`, or null (every type QuantizeRow writes has one).
+  AxpyRowsFn AxpyRows(GgmlType type) const;
+  // matvec_runs for `type`, or null (callers then call matvec per run).
+  MatvecRunsFn MatvecRuns(GgmlType type) const;
 
   const TypeKernels* types[40];  // indexed by ggml type id; null = unsupported
+  AxpyRowsFn axpy_rows[40];      // indexed like types
+  MatvecRunsFn matvec_runs[40];  // indexed like types; null = none
 };
 
 // The table for SelectedIsa(); built once.

@@ -1,0 +1,283 @@
+#include "sparse/sidecar.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "base/sha256.h"
+#include "model/gguf_writer.h"
+#include "model/model.h"
+
+namespace kx::sparse {
+namespace {
+
+std::string LayerKey(int l, std::string_view what) {
+  return absl::StrCat("blk.", l, ".kairox.", std::string(what));
+}
+
+std::string RebuildHint(const std::string& path, const Model& model) {
+  return absl::StrCat("; rebuild it with: kairox-prepare -m ", model.path(), " -o ", path);
+}
+
+// A tensor of the sidecar with the expected type and element count.
+absl::StatusOr<const uint8_t*> Tensor(const GgufFile& f, const std::string& name, GgmlType type,
+                                      int64_t n_elements) {
+  const GgufTensorInfo* t = f.FindTensor(name);
+  if (t == nullptr) return absl::InvalidArgumentError(absl::StrCat("missing tensor ", name));
+  if (t->type != type) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor ", name, " is ", TypeName(t->type),
+                                                   ", expected ", TypeName(type)));
+  }
+  if (t->n_elements() != n_elements) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor ", name, " has ", t->n_elements(),
+                                                   " elements, expected ", n_elements));
+  }
+  return f.TensorData(*t);
+}
+
+absl::Status CheckPermutation(const int32_t* perm, int n, const std::string& name) {
+  std::vector<uint8_t> seen(n, 0);
+  for (int i = 0; i < n; ++i) {
+    if (perm[i] < 0 || perm[i] >= n || seen[perm[i]]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " is not a permutation of [0, ", n, ") at position ", i));
+    }
+    seen[perm[i]] = 1;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string DefaultSidecarPath(const std::string& model_path) {
+  std::string base = model_path;
+  if (absl::EndsWithIgnoreCase(base, ".gguf")) base.resize(base.size() - 5);
+  return base + ".kairox.gguf";
+}
+
+absl::Status WriteSidecar(const SidecarData& d, const std::string& path) {
+  GgufWriter w;
+  KX_RETURN_IF_ERROR(w.SetAlignment(kSidecarAlignment));
+  w.SetString("general.architecture", "kairox.sidecar");
+  w.SetU32("kairox.version", kSidecarVersion);
+  w.SetString("kairox.model.sha256", d.model_sha256);
+  w.SetString("kairox.model.arch", d.model_arch);
+  w.SetU32("kairox.model.n_layer", d.n_layer);
+  w.SetU32("kairox.model.n_embd", d.n_embd);
+  w.SetU32("kairox.model.n_ff", d.n_ff);
+  w.SetF32("kairox.sparsity", d.sparsity);
+  w.SetArrayF32("kairox.sparsity_levels", d.sparsity_levels);
+  w.SetU32("kairox.group_size", d.group_size);
+  w.SetString("kairox.activation_rule", "cats");
+  w.SetString("kairox.predictor.input", "adjacent");
+  w.SetString("kairox.calibration", d.calibration_json);
+  if (static_cast<int>(d.layers.size()) != d.n_layer) {
+    return absl::InternalError("sidecar data: layer count mismatch");
+  }
+  for (int l = 0; l < d.n_layer; ++l) {
+    const SidecarLayerData& L = d.layers[l];
+    const int64_t n_ff = d.n_ff;
+    KX_RETURN_IF_ERROR(w.AddTensorView(LayerKey(l, "perm"), GgmlType::kI32, {n_ff},
+                                       L.perm.data(), n_ff * sizeof(int32_t)));
+    KX_RETURN_IF_ERROR(w.AddTensorView(LayerKey(l, "freq"), GgmlType::kF32, {n_ff},
+                                       L.freq.data(), n_ff * sizeof(float)));
+    const int64_t n_levels = static_cast<int64_t>(L.thresholds.size());
+    KX_RETURN_IF_ERROR(w.AddTensorView(LayerKey(l, "thresholds"), GgmlType::kF32, {n_levels},
+                                       L.thresholds.data(), n_levels * sizeof(float)));
+    w.SetArrayU32(LayerKey(l, "bundle_types"),
+                  {static_cast<uint32_t>(L.layout.up_type), static_cast<uint32_t>(L.layout.gate_type),
+                   static_cast<uint32_t>(L.layout.down_type)});
+    KX_RETURN_IF_ERROR(w.AddTensorView(LayerKey(l, "bundles"), GgmlType::kI8,
+                                       {static_cast<int64_t>(L.bundles.size())}, L.bundles.data(),
+                                       L.bundles.size()));
+    if (L.has_predictor) {
+      const int64_t r = L.pred_rank;
+      KX_RETURN_IF_ERROR(w.AddTensorView(LayerKey(l, "pred.w1"), GgmlType::kF16, {d.n_embd, r},
+                                         L.w1.data(), L.w1.size() * sizeof(uint16_t)));
+      KX_RETURN_IF_ERROR(w.AddTensorView(LayerKey(l, "pred.b1"), GgmlType::kF32, {r},
+                                         L.b1.data(), L.b1.size() * sizeof(float)));
+      KX_RETURN_IF_ERROR(w.AddTensorView(LayerKey(l, "pred.w2"), GgmlType::kF16, {r, n_ff},
+                                         L.w2.data(), L.w2.size() * sizeof(uint16_t)));
+      KX_RETURN_IF_ERROR(w.AddTensorView(LayerKey(l, "pred.b2"), GgmlType::kF32, {n_ff},
+                                         L.b2.data(), L.b2.size() * sizeof(float)));
+      w.SetF32(LayerKey(l, "pred.threshold"), L.pred_threshold);
+    }
+  }
+  return w.WriteFile(path);
+}
+
+absl::StatusOr<std::unique_ptr<const Sidecar>> Sidecar::Open(const std::string& path,
+                                                             const Model& model,
+                                                             const SidecarOptions& options) {
+  auto opened = GgufFile::Open(path);
+  if (!opened.ok()) {
+    return absl::Status(opened.status().code(),
+                        absl::StrCat("sidecar ", path, ": ", opened.status().message()));
+  }
+  std::unique_ptr<Sidecar> s(new Sidecar());
+  s->path_ = path;
+  s->file_ = std::make_unique<GgufFile>(std::move(*opened));
+  const GgufFile& f = *s->file_;
+  const LlamaHParams& hp = model.hparams();
+  const std::string hint = RebuildHint(path, model);
+  auto bad = [&](std::string_view what) {
+    return absl::FailedPreconditionError(absl::StrCat("sidecar ", path, ": ", std::string(what), hint));
+  };
+
+  if (!f.HasKey("kairox.version")) return bad("not a kairox sidecar (no kairox.version)");
+  KX_ASSIGN_OR_RETURN(uint64_t version, f.GetUint("kairox.version"));
+  if (version != kSidecarVersion) {
+    return bad(absl::StrCat("format version ", version, ", this kairox reads version ",
+                            kSidecarVersion));
+  }
+  KX_ASSIGN_OR_RETURN(std::string_view arch, f.GetString("kairox.model.arch"));
+  KX_ASSIGN_OR_RETURN(uint64_t n_layer, f.GetUint("kairox.model.n_layer"));
+  KX_ASSIGN_OR_RETURN(uint64_t n_embd, f.GetUint("kairox.model.n_embd"));
+  KX_ASSIGN_OR_RETURN(uint64_t n_ff, f.GetUint("kairox.model.n_ff"));
+  if (arch != hp.arch || n_layer != static_cast<uint64_t>(hp.n_layer) ||
+      n_embd != static_cast<uint64_t>(hp.n_embd) || n_ff != static_cast<uint64_t>(hp.n_ff)) {
+    return bad(absl::StrCat("built for a ", std::string(arch), " model with ", n_layer, " layers, n_embd ",
+                            n_embd, ", n_ff ", n_ff, "; this model is ", hp.arch, " with ",
+                            hp.n_layer, " layers, n_embd ", hp.n_embd, ", n_ff ", hp.n_ff));
+  }
+  KX_ASSIGN_OR_RETURN(std::string_view sha, f.GetString("kairox.model.sha256"));
+  if (options.check_model_sha256) {
+    KX_ASSIGN_OR_RETURN(std::string model_sha, Sha256FileCached(model.path()));
+    if (model_sha != sha) {
+      return bad(absl::StrCat("built for a model with sha256 ", std::string(sha), ", but ", model.path(),
+                              " has sha256 ", model_sha));
+    }
+  }
+  KX_ASSIGN_OR_RETURN(double sparsity, f.GetFloat("kairox.sparsity"));
+  s->sparsity_ = static_cast<float>(sparsity);
+  KX_ASSIGN_OR_RETURN(GgufArray levels, f.GetArray("kairox.sparsity_levels"));
+  KX_ASSIGN_OR_RETURN(s->levels_, levels.ToFloats());
+  if (s->levels_.empty()) return bad("kairox.sparsity_levels is empty");
+  for (size_t i = 0; i < s->levels_.size(); ++i) {
+    const float v = s->levels_[i];
+    if (!(v >= 0.0f && v < 1.0f) || (i > 0 && !(v > s->levels_[i - 1]))) {
+      return bad("kairox.sparsity_levels must increase within [0, 1)");
+    }
+  }
+  KX_ASSIGN_OR_RETURN(uint64_t gs, f.GetUint("kairox.group_size"));
+  if (gs == 0 || gs > 32 || n_ff % gs != 0) {
+    return bad(absl::StrCat("group size ", gs, " does not divide n_ff ", n_ff, " (or is > 32)"));
+  }
+  s->group_size_ = static_cast<int>(gs);
+  if (f.HasKey("kairox.calibration")) {
+    KX_ASSIGN_OR_RETURN(std::string_view calib, f.GetString("kairox.calibration"));
+    s->calibration_ = std::string(calib);
+  }
+
+  const int n_levels = static_cast<int>(s->levels_.size());
+  const int nff = hp.n_ff;
+  s->layers_.resize(hp.n_layer);
+  for (int l = 0; l < hp.n_layer; ++l) {
+    Layer& L = s->layers_[l];
+    const LlamaLayerWeights& mw = model.weights().layers[l];
+    auto tensor = [&](std::string_view what, GgmlType type, int64_t n) {
+      return Tensor(f, LayerKey(l, what), type, n);
+    };
+    auto wrap = [&](const absl::Status& st) { return bad(std::string(st.message())); };
+    {
+      auto p = tensor("perm", GgmlType::kI32, nff);
+      if (!p.ok()) return wrap(p.status());
+      L.perm = reinterpret_cast<const int32_t*>(*p);
+      if (auto st = CheckPermutation(L.perm, nff, LayerKey(l, "perm")); !st.ok()) return wrap(st);
+    }
+    {
+      auto p = tensor("freq", GgmlType::kF32, nff);
+      if (!p.ok()) return wrap(p.status());
+      L.freq = reinterpret_cast<const float*>(*p);
+    }
+    {
+      auto p = tensor("thresholds", GgmlType::kF32, n_levels);
+      if (!p.ok()) return wrap(p.status());
+      const auto* t = reinterpret_cast<const float*>(*p);
+      L.thresholds.assign(t, t + n_levels);
+      for (float v : L.thresholds) {
+        if (!std::isfinite(v) || v < 0.0f) return bad(absl::StrCat("layer ", l, ": bad threshold"));
+      }
+    }
+    {
+      auto types = f.GetArray(LayerKey(l, "bundle_types"));
+      if (!types.ok()) return wrap(types.status());
+      auto ints = types->ToInts();
+      if (!ints.ok() || ints->size() != 3) return bad(absl::StrCat("layer ", l, ": bad bundle_types"));
+      const GgmlType up = static_cast<GgmlType>((*ints)[0]);
+      const GgmlType gate = static_cast<GgmlType>((*ints)[1]);
+      const GgmlType down = static_cast<GgmlType>((*ints)[2]);
+      if (up != mw.ffn_up.type || gate != mw.ffn_gate.type) {
+        return bad(absl::StrCat("layer ", l, ": bundles hold ", TypeName(up), "/", TypeName(gate),
+                                " up/gate rows, the model's are ", TypeName(mw.ffn_up.type), "/",
+                                TypeName(mw.ffn_gate.type)));
+      }
+      auto layout = MakeBundleLayout(hp.n_embd, nff, s->group_size_, up, gate, down);
+      if (!layout.ok()) return wrap(layout.status());
+      L.layout = *layout;
+      auto p = tensor("bundles", GgmlType::kI8,
+                      static_cast<int64_t>(L.layout.bundle_stride) * L.layout.n_groups);
+      if (!p.ok()) return wrap(p.status());
+      L.bundles = *p;
+    }
+    if (f.FindTensor(LayerKey(l, "pred.w1")) != nullptr) {
+      const GgufTensorInfo* t1 = f.FindTensor(LayerKey(l, "pred.w1"));
+      const int64_t rank = t1->ne[1];
+      if (t1->ne[0] != hp.n_embd || rank <= 0 || rank > nff) {
+        return bad(absl::StrCat("layer ", l, ": predictor w1 has a bad shape"));
+      }
+      auto w1 = tensor("pred.w1", GgmlType::kF16, hp.n_embd * rank);
+      auto b1 = tensor("pred.b1", GgmlType::kF32, rank);
+      auto w2 = tensor("pred.w2", GgmlType::kF16, rank * nff);
+      auto b2 = tensor("pred.b2", GgmlType::kF32, nff);
+      for (const auto* st : {&w1, &b1, &w2, &b2}) {
+        if (!st->ok()) return wrap(st->status());
+      }
+      auto thr = f.GetFloat(LayerKey(l, "pred.threshold"));
+      if (!thr.ok()) return wrap(thr.status());
+      if (!(*thr > 0.0 && *thr < 1.0)) return bad(absl::StrCat("layer ", l, ": bad predictor threshold"));
+      L.has_predictor = true;
+      L.predictor.n_in = hp.n_embd;
+      L.predictor.rank = static_cast<int>(rank);
+      L.predictor.n_out = nff;
+      L.predictor.w1 = reinterpret_cast<const uint16_t*>(*w1);
+      L.predictor.b1 = reinterpret_cast<const float*>(*b1);
+      L.predictor.w2 = reinterpret_cast<const uint16_t*>(*w2);
+      L.predictor.b2 = reinterpret_cast<const float*>(*b2);
+      L.predictor.threshold = static_cast<float>(*thr);
+    }
+  }
+  return std::unique_ptr<const Sidecar>(std::move(s));
+}
+
+absl::StatusOr<std::vector<float>> Sidecar::ThresholdsFor(float s) const {
+  if (!(s >= 0.0f && s < 1.0f)) {
+    return absl::InvalidArgumentError(absl::StrCat("sparsity ", s, " is outside [0, 1)"));
+  }
+  int best = 0;
+  for (int i = 1; i < static_cast<int>(levels_.size()); ++i) {
+    if (std::fabs(levels_[i] - s) < std::fabs(levels_[best] - s)) best = i;
+  }
+  std::vector<float> out(layers_.size());
+  for (size_t l = 0; l < layers_.size(); ++l) out[l] = layers_[l].thresholds[best];
+  return out;
+}
+
+uint64_t Sidecar::PredictorBytes() const {
+  uint64_t total = 0;
+  for (const Layer& L : layers_) {
+    if (!L.has_predictor) continue;
+    const uint64_t r = L.predictor.rank;
+    total += 2 * r * (L.predictor.n_in + L.predictor.n_out) + 4 * (r + L.predictor.n_out);
+  }
+  return total;
+}
+
+uint64_t Sidecar::BundleBytes() const {
+  uint64_t total = 0;
+  for (const Layer& L : layers_) total += L.layout.bundle_stride * L.layout.n_groups;
+  return total;
+}
+
+}  // namespace kx::sparse

@@ -1,0 +1,131 @@
+// The sidecar: everything kairox adds to a model for activation-sparse
+// inference, in a standard GGUF file beside it (`<model>.kairox.gguf`), so
+// the model file itself stays exactly as the llama.cpp ecosystem wrote it.
+//
+// Schema (format version kSidecarVersion):
+//   keys   kairox.version                u32   format version
+//          kairox.model.sha256           str   sha256 of the model file it was built for
+//          kairox.model.arch             str   general.architecture of that model
+//          kairox.model.n_layer/n_embd/n_ff u32
+//          kairox.sparsity               f32   target sparsity s the thresholds/predictors are for
+//          kairox.sparsity_levels        [f32] the grid blk.N.kairox.thresholds is indexed by
+//          kairox.group_size             u32   neurons per group (GS)
+//          kairox.activation_rule        str   "cats": active ⇔ |act(gate·x)| > t_l
+//          kairox.predictor.input        str   "adjacent": layer l+1's predictor reads layer l's
+//                                              FFN input; layer 0's reads its own
+//          kairox.calibration            str   JSON: data source, tokens, seed, timings
+//   per layer N (neurons in the sidecar's permuted, group-major order:
+//   position i = group i/GS, slot i%GS, original neuron perm[i]):
+//          blk.N.kairox.perm             I32 [n_ff]      the permutation
+//          blk.N.kairox.freq             F32 [n_ff]      calibration activation frequency
+//          blk.N.kairox.thresholds       F32 [levels]    t_l per sparsity level
+//          blk.N.kairox.bundle_types     [u32] {up, gate, down_t} ggml types of the bundles
+//          blk.N.kairox.bundles          I8  [n_groups·stride]  one bundle per group (bundle.h)
+//          blk.N.kairox.pred.w1 F16 [n_in, rank], .b1 F32 [rank],
+//          blk.N.kairox.pred.w2 F16 [rank, n_ff] (rows permuted), .b2 F32 [n_ff] (permuted)
+//          blk.N.kairox.pred.threshold   f32   probability threshold of the predictor
+// The file is aligned to 4096 bytes so each layer's bundles start on a page
+// (O_DIRECT reads of groups need no copy of the file's head).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "model/gguf.h"
+#include "sparse/bundle.h"
+#include "sparse/predictor.h"
+
+namespace kx {
+class Model;
+}
+
+namespace kx::sparse {
+
+inline constexpr uint32_t kSidecarVersion = 1;
+inline constexpr uint64_t kSidecarAlignment = 4096;
+
+// `<model path without .gguf>.kairox.gguf`.
+std::string DefaultSidecarPath(const std::string& model_path);
+
+// What kairox-prepare writes, per layer.
+struct SidecarLayerData {
+  std::vector<int32_t> perm;
+  std::vector<float> freq;        // permuted order
+  std::vector<float> thresholds;  // one per sparsity level
+  BundleLayout layout;
+  std::vector<uint8_t> bundles;   // layout.n_groups · layout.bundle_stride
+  bool has_predictor = false;
+  int pred_rank = 0;
+  float pred_threshold = 0.5f;
+  std::vector<uint16_t> w1, w2;   // F16; w2 rows and b2 in permuted order
+  std::vector<float> b1, b2;
+};
+
+struct SidecarData {
+  std::string model_sha256;
+  std::string model_arch;
+  int n_layer = 0;
+  int n_embd = 0;
+  int n_ff = 0;
+  float sparsity = 0.0f;
+  std::vector<float> sparsity_levels;
+  int group_size = 0;
+  std::string calibration_json;
+  std::vector<SidecarLayerData> layers;
+};
+
+absl::Status WriteSidecar(const SidecarData& data, const std::string& path);
+
+struct SidecarOptions {
+  // Compare kairox.model.sha256 with the model file's (cached by path, size
+  // and mtime, so only the first open of a model hashes it).
+  bool check_model_sha256 = true;
+};
+
+// A validated, mapped sidecar. Views point into the file; valid while it lives.
+class Sidecar {
+ public:
+  struct Layer {
+    const int32_t* perm = nullptr;
+    const float* freq = nullptr;
+    std::vector<float> thresholds;
+    BundleLayout layout;
+    const uint8_t* bundles = nullptr;
+    bool has_predictor = false;
+    PredictorView predictor;
+  };
+
+  static absl::StatusOr<std::unique_ptr<const Sidecar>> Open(const std::string& path,
+                                                             const Model& model,
+                                                             const SidecarOptions& options = {});
+
+  const std::string& path() const { return path_; }
+  float sparsity() const { return sparsity_; }
+  const std::vector<float>& sparsity_levels() const { return levels_; }
+  int group_size() const { return group_size_; }
+  int n_layer() const { return static_cast<int>(layers_.size()); }
+  const Layer& layer(int l) const { return layers_[l]; }
+  const std::string& calibration_json() const { return calibration_; }
+  // Per-layer thresholds for sparsity s: the grid's level nearest to s
+  // (exact levels are what prepare calibrated; say so when s is not one).
+  absl::StatusOr<std::vector<float>> ThresholdsFor(float s) const;
+  // Bytes of predictor weights (F16 + F32 biases) over all layers.
+  uint64_t PredictorBytes() const;
+  // Bytes of all bundles over all layers.
+  uint64_t BundleBytes() const;
+
+ private:
+  Sidecar() = default;
+  std::string path_;
+  std::unique_ptr<GgufFile> file_;
+  float sparsity_ = 0.0f;
+  std::vector<float> levels_;
+  int group_size_ = 0;
+  std::string calibration_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace kx::sparse
