@@ -87,6 +87,15 @@ kx_status kx_session_create(const kx_model* model, const kx_session_params* para
     if (auto st = kx::capi::CheckStructSize(__func__, "params", params->struct_size)) return st;
     kx::capi::ReadStruct(params, p);
   }
+  if (p.sparse != KX_SPARSE_AUTO && p.sparse != KX_SPARSE_OFF) {
+    return Fail(KX_STATUS_INVALID_ARGUMENT,
+                "kx_session_create: sparse must be KX_SPARSE_AUTO or KX_SPARSE_OFF, got " +
+                    std::to_string(p.sparse));
+  }
+  if (!(p.sparsity >= 0.0f && p.sparsity < 1.0f)) {
+    return Fail(KX_STATUS_INVALID_ARGUMENT,
+                "kx_session_create: sparsity must be in [0, 1) (0: the sidecar's own)");
+  }
   if (p.n_ctx < 0 || p.n_batch < 0 || p.n_threads < 0 || p.n_threads > kMaxThreads) {
     return Fail(KX_STATUS_INVALID_ARGUMENT,
                 "kx_session_create: n_ctx " + std::to_string(p.n_ctx) + ", n_batch " +
@@ -98,6 +107,9 @@ kx_status kx_session_create(const kx_model* model, const kx_session_params* para
     eo.n_ctx = p.n_ctx;
     eo.n_batch = p.n_batch;
     eo.n_threads = p.n_threads > 0 ? p.n_threads : model->options.n_threads;
+    eo.sidecar = p.sidecar != nullptr ? p.sidecar : "";
+    eo.sparse = p.sparse == KX_SPARSE_AUTO;
+    eo.sparsity = p.sparsity > 0.0f ? p.sparsity : -1.0f;
     auto engine = kx::Engine::Create(model->model, eo);
     if (!engine.ok()) return kx::capi::FromAbsl(engine.status(), "kx_session_create");
     auto s = std::make_unique<kx_session>();

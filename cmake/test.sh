@@ -11,6 +11,8 @@ cmake/install_deps.sh
 cmake --preset release >/dev/null
 cmake --build --preset release
 model=$(cmake/fetch_model.sh)
+# The second real model (Gemma 3 270M): its golden tests run when it is cached.
+cmake/fetch_model.sh gemma3 >/dev/null
 ctest --preset release
 
 # The Python package (capi/python, ctypes over build/lib/libkairox.so) and its

@@ -4,11 +4,14 @@
 // ceiling:
 //   tg: bytes read per token ÷ read bandwidth measured by this program with
 //       its own threads, at a cache-resident and at the DRAM working set;
-//   pp: FLOPs per token ÷ the peak of the engine's Q4_1 matmul kernel.
+//   pp: FLOPs per token ÷ the peak of the matmul prefill runs on: the
+//       engine's Q4_1 kernel (--prefill native) or its oneDNN bf16 path
+//       (--prefill dnnl), measured on a large problem.
 // Probes run between repetitions (the machine's caches and clocks are shared
 // with the runs) and their medians are reported.
 //
 //   kairox-bench -m model.gguf [-t N] [-p 512] [-n 128] [-r 5] [-d 0] [-o md|json] [--e2e]
+//                [--prefill native|dnnl]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -27,10 +30,13 @@
 #include "bench/probes.h"
 #include "bench/report.h"
 #include "common/cli_args.h"
+#include "common/sparse_args.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
+#include "engine/sparse_runtime.h"
 #include "model/gguf.h"
 #include "model/llama.h"
+#include "model/model.h"
 
 #ifndef KX_VERSION_STRING
 #define KX_VERSION_STRING "unknown"
@@ -55,6 +61,9 @@ struct Args {
   int n_batch = 0;  // engine default
   bool json = false;
   bool e2e = false;
+  std::string prefill;  // "": the engine's default
+  EngineOptions engine;  // the sparsity flags
+  bool compare_dense = true;
 };
 
 void PrintUsage(std::FILE* out) {
@@ -70,8 +79,14 @@ void PrintUsage(std::FILE* out) {
                "  -b, --batch-size N     tokens per prefill batch (default: the engine's)\n"
                "  -o, --output md|json   output format (default md)\n"
                "      --e2e              also time tg with the default sampler included\n"
+               "      --prefill native|dnnl|dnnl-fast\n"
+               "                         batched matmuls: the quantized kernels, or oneDNN bf16\n"
+               "                         with split (dnnl) or single bf16 activations (dnnl-fast)\n"
+               "                         (default: $KAIROX_PREFILL, else the engine's)\n"
+               "      --no-dense         with a sidecar: skip the dense tg run beside the sparse one\n"
                "  -h, --help             this help\n"
-               "      --version          print the version\n");
+               "      --version          print the version\n"
+               "%s", cli::kSparseUsage);
 }
 
 // Returns the parsed arguments; exit_now is set for --help/--version.
@@ -79,8 +94,9 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv, bool& exit_now) {
   constexpr long long kMaxCount = 1 << 24;
   cli::Args args(argc, argv,
                  {"-m", "--model", "-t", "--threads", "-p", "--n-prompt", "-n", "--n-gen", "-r",
-                  "--repetitions", "-d", "--n-depth", "-b", "--batch-size", "-o", "--output"},
-                 {"-h", "--help", "--version", "--e2e"});
+                  "--repetitions", "-d", "--n-depth", "-b", "--batch-size", "-o", "--output",
+                  "--prefill", "--sidecar", "--sparsity", "--trace"},
+                 cli::WithSparse({"-h", "--help", "--version", "--e2e", "--no-dense"}, true));
   Args a;
   exit_now = false;
   if (args.ok() && args.Has("-h", "--help")) {
@@ -104,6 +120,20 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv, bool& exit_now) {
   if (fmt != "md" && fmt != "json") args.Fail("-o expects md or json, got '" + fmt + "'");
   a.json = fmt == "json";
   a.e2e = args.Has("--e2e");
+  a.compare_dense = !args.Has("--no-dense");
+  cli::ApplySparseArgs(args, &a.engine);
+  // The engine lets KAIROX_PREFILL override its options: the default here
+  // too, so the ceiling matches the path that runs.
+  const char* env_prefill = std::getenv("KAIROX_PREFILL");
+  a.prefill = args.Str("--prefill", "--prefill", env_prefill ? env_prefill : "");
+  if (!a.prefill.empty() && a.prefill != "native" && a.prefill != "dnnl" &&
+      a.prefill != "dnnl-fast") {
+    args.Fail("--prefill expects native, dnnl or dnnl-fast, got '" + a.prefill + "'");
+  }
+  if (env_prefill != nullptr && a.prefill != env_prefill) {
+    args.Fail("--prefill " + a.prefill + " contradicts KAIROX_PREFILL=" + env_prefill +
+              " (which the engine obeys)");
+  }
   if (!args.ok()) return absl::InvalidArgumentError(args.error());
   if (a.model.empty()) return absl::InvalidArgumentError("no model given (-m MODEL)");
   if (a.n_prompt == 0 && a.n_gen == 0) {
@@ -210,6 +240,14 @@ std::vector<OpTime> ToOpTimes(const ProfileTotals& sum, int64_t tokens) {
   return ops;
 }
 
+uint64_t DenseFfnBytes(const Engine& engine) {
+  uint64_t total = 0;
+  for (const LlamaLayerWeights& L : engine.model()->weights().layers) {
+    total += L.ffn_up.bytes() + L.ffn_gate.bytes() + L.ffn_down.bytes();
+  }
+  return total;
+}
+
 class Bench {
  public:
   Bench(const Args& args, Engine& engine) : args_(args), engine_(engine), rng_(kTokenSeed) {}
@@ -235,18 +273,28 @@ class Bench {
     r.n_depth = args_.depth;
     r.flops_per_token = engine_.FlopsPerToken();
     const std::vector<int32_t> prompt = RandomTokens(args_.n_prompt);
-    KX_RETURN_IF_ERROR(ResetToDepth());  // warm-up run
+    KX_RETURN_IF_ERROR(ResetToDepth());  // warm-up run (converts oneDNN weights)
     KX_RETURN_IF_ERROR(engine_.Eval(prompt));
+    // The ceiling is the peak of the path the batches really took.
+    const bool dnnl = engine_.PrefillWeightBytes() > 0;
+    const bool split = args_.prefill != "dnnl-fast";
+    r.prefill_weight_bytes = engine_.PrefillWeightBytes();
+    r.peak_method = dnnl ? DnnlMatmulPeakMethod(split) : MatmulPeakMethod();
     std::vector<double> peaks;
+    ProfileTotals op_sum;
     for (int rep = 0; rep < args_.repetitions; ++rep) {
       KX_RETURN_IF_ERROR(ResetToDepth());
+      const ProfileTotals before = Snapshot(engine_.profile());
       Stopwatch sw;
       KX_RETURN_IF_ERROR(engine_.Eval(prompt));
       r.samples_ns.push_back(sw.ElapsedNs());
-      peaks.push_back(MatmulPeakGflops(engine_.n_threads()));
+      AddDifference(before, Snapshot(engine_.profile()), op_sum);
+      peaks.push_back(dnnl ? DnnlMatmulPeakGflops(engine_.n_threads(), split)
+                           : MatmulPeakGflops(engine_.n_threads()));
       Progress(r, rep);
     }
     r.peak_gflops = Summarize(peaks).median;
+    r.profile = ToOpTimes(op_sum, static_cast<int64_t>(args_.n_prompt) * args_.repetitions);
     return r;
   }
 
@@ -264,6 +312,7 @@ class Bench {
     const double weight_bytes = static_cast<double>(engine_.WeightBytesPerToken());
     for (int rep = 0; rep < args_.repetitions; ++rep) {
       KX_RETURN_IF_ERROR(ResetToDepth());
+      if (rep == 0) engine_.ResetProfile();  // sparse statistics of the timed tokens only
       const std::vector<int32_t> ids = RandomTokens(args_.n_gen);
       const double kv_start = static_cast<double>(engine_.KvBytesPerToken());
       const ProfileTotals before = Snapshot(engine_.profile());
@@ -281,6 +330,18 @@ class Bench {
       Progress(r, rep);
     }
     r.weight_bytes_per_token = weight_bytes;
+    if (const SparseRuntime* sp = engine_.sparse(); sp != nullptr && sp->UsesBundles(1)) {
+      const SparseStats& st = sp->stats();
+      const double denom = static_cast<double>(st.layer_tokens) * static_cast<double>(st.n_ff);
+      r.sparse = true;
+      r.name += " sparse";
+      r.sparsity = sp->sparsity();
+      r.predicted_fraction = denom > 0 ? st.predicted / denom : 0.0;
+      r.kept_fraction = st.predicted > 0 ? static_cast<double>(st.kept) / st.predicted : 0.0;
+      r.weight_bytes_per_token = weight_bytes - static_cast<double>(DenseFfnBytes(engine_)) +
+                                 r.predicted_fraction * sp->sidecar().BundleBytes() +
+                                 static_cast<double>(sp->sidecar().PredictorBytes());
+    }
     r.kv_bytes_per_token = Summarize(kv_bytes).mean;
     r.bw_dram_gbps = Summarize(dram).median;
     r.bw_cache_gbps = Summarize(cache).median;
@@ -327,9 +388,12 @@ absl::Status Run(const Args& args) {
     std::ifstream probe(args.model, std::ios::binary);
     if (!probe) return absl::NotFoundError("cannot open model file '" + args.model + "'");
   }
-  EngineOptions opts;
+  EngineOptions opts = args.engine;
   if (args.n_threads > 0) opts.n_threads = args.n_threads;
   if (args.n_batch > 0) opts.n_batch = args.n_batch;
+  if (args.prefill == "dnnl") opts.prefill = EngineOptions::Prefill::kDnnl;
+  if (args.prefill == "dnnl-fast") opts.prefill = EngineOptions::Prefill::kDnnlFast;
+  if (args.prefill == "native") opts.prefill = EngineOptions::Prefill::kNative;
   // Room for the deepest test; tg's warm-up adds a few tokens.
   opts.n_ctx = args.depth + std::max({args.n_prompt, args.n_gen + 1, kTgWarmupTokens});
   KX_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Load(args.model, opts));
@@ -351,6 +415,16 @@ absl::Status Run(const Args& args) {
     results.push_back(std::move(r));
   }
   if (args.n_gen > 0) {
+    // With a sidecar, the dense model first, on the same weights in the same run.
+    if (engine->sparse() != nullptr && args.compare_dense) {
+      EngineOptions dense_opts = opts;
+      dense_opts.sparse = false;
+      KX_ASSIGN_OR_RETURN(std::unique_ptr<Engine> dense, Engine::Create(engine->model(), dense_opts));
+      Bench dense_bench(args, *dense);
+      KX_ASSIGN_OR_RETURN(TestResult d, dense_bench.RunGeneration());
+      d.name += " dense";
+      results.push_back(std::move(d));
+    }
     KX_ASSIGN_OR_RETURN(TestResult r, bench.RunGeneration());
     results.push_back(std::move(r));
     if (args.e2e) {

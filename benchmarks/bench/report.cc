@@ -94,8 +94,18 @@ void PrintMarkdown(const RunInfo& run, const std::vector<TestResult>& results, s
       absl::FPrintF(out,
                     "%s ceiling: %.3f GFLOP per token; peak %.1f GFLOP/s (%s; median of %d "
                     "probes between repetitions)\n",
-                    r.name, r.flops_per_token * 1e-9, r.peak_gflops, run.peak_method,
-                    run.repetitions);
+                    r.name, r.flops_per_token * 1e-9, r.peak_gflops,
+                    r.peak_method.empty() ? run.peak_method : r.peak_method, run.repetitions);
+    }
+    if (r.sparse) {
+      absl::FPrintF(out,
+                    "%s: sparse FFN at sparsity %.2f: %.1f %% of FFN neurons predicted and "
+                    "computed, %.1f %% kept\n",
+                    r.name, r.sparsity, 100.0 * r.predicted_fraction, 100.0 * r.kept_fraction);
+    }
+    if (r.prefill_weight_bytes > 0) {
+      absl::FPrintF(out, "%s: oneDNN bf16 prefill, %.2f MiB of bf16 weight copies\n", r.name,
+                    static_cast<double>(r.prefill_weight_bytes) / kBytesPerMiB);
     }
   }
   for (const TestResult& r : results) {
@@ -151,11 +161,19 @@ void PrintJson(const RunInfo& run, const std::vector<TestResult>& results, std::
       j["kx_ceiling_dram_ts"] = r.CeilingDramTs();
       j["kx_ceiling_cache_ts"] = r.CeilingCacheTs();
       j["kx_fraction_of_ceiling"] = r.FractionOfCeiling();
+      j["kx_sparse"] = r.sparse;
+      if (r.sparse) {
+        j["kx_sparsity"] = r.sparsity;
+        j["kx_predicted_fraction"] = r.predicted_fraction;
+        j["kx_kept_fraction"] = r.kept_fraction;
+      }
     }
     if (r.n_prompt > 0) {
       j["kx_flops_per_token"] = r.flops_per_token;
       j["kx_peak_gflops"] = r.peak_gflops;
-      j["kx_peak_method"] = run.peak_method;
+      j["kx_peak_method"] = r.peak_method.empty() ? run.peak_method : r.peak_method;
+      j["kx_prefill"] = r.prefill_weight_bytes > 0 ? "dnnl" : "native";
+      j["kx_prefill_weight_bytes"] = r.prefill_weight_bytes;
       j["kx_ceiling_compute_ts"] = r.CeilingComputeTs();
       j["kx_fraction_of_ceiling"] = r.FractionOfCeiling();
     }

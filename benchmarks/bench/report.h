@@ -41,8 +41,16 @@ struct TestResult {
   // pp: work per token and the measured compute peak (median of probes).
   double flops_per_token = 0.0;
   double peak_gflops = 0.0;
+  std::string peak_method;            // how peak_gflops was measured ("": RunInfo's)
+  uint64_t prefill_weight_bytes = 0;  // bf16 weight copies of the oneDNN path (0: native)
+  // tg with a sidecar: the sparse FFN. weight_bytes_per_token then counts the
+  // non-FFN weights, the predicted fraction of the bundles and the predictors.
+  bool sparse = false;
+  double sparsity = 0.0;
+  double predicted_fraction = 0.0;  // FFN neurons computed per layer-token
+  double kept_fraction = 0.0;       // of those, above the threshold
 
-  std::vector<OpTime> profile;  // tg only
+  std::vector<OpTime> profile;
 
   int n_tokens() const { return n_prompt > 0 ? n_prompt : n_gen; }
   std::vector<double> SamplesTs() const;

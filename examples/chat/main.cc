@@ -40,6 +40,10 @@ When stdin is not a terminal, one prompt is read from it and answered.
       --top-p P           top-p (default 0.95; 1 = off)
       --min-p P           min-p (default 0.05; 0 = off)
       --repeat-penalty R  repetition penalty (default 1.1)
+      --sidecar PATH      activation-sparsity sidecar (default: <model>.kairox.gguf beside
+                          the model, when it exists)
+      --no-sparse         run dense even when a sidecar exists
+      --sparsity S        one of the sidecar's calibrated levels (default: its own)
   -h, --help              this help
       --version           print the version
 )";
@@ -189,8 +193,8 @@ int main(int argc, char** argv) {
   kx::cli::Args args(argc, argv,
                      {"-m", "--model", "--system", "-n", "--n-predict", "-t", "--threads", "-c",
                       "--ctx-size", "-s", "--seed", "--temp", "--top-k", "--top-p", "--min-p",
-                      "--repeat-penalty"},
-                     {"-h", "--help", "--version"});
+                      "--repeat-penalty", "--sidecar", "--sparsity"},
+                     {"-h", "--help", "--version", "--no-sparse"});
   if (!args.ok()) return Fail(args.error());
   if (args.Has("-h", "--help")) {
     std::fputs(kUsage, stdout);
@@ -235,6 +239,10 @@ int main(int argc, char** argv) {
     sessp.n_ctx = n_ctx_arg > 0 ? static_cast<int32_t>(n_ctx_arg)
                                 : std::min(kDefaultCtx, info.n_ctx_train);
     sessp.seed = sp.seed;
+    sessp.sidecar = args.Str("--sidecar", "", "");
+    sessp.sparse = !args.Has("--no-sparse");
+    sessp.sparsity = static_cast<float>(args.Float("--sparsity", "", 0.0));
+    if (!args.ok()) return Fail(args.error());
     kairox::Session session(model, sessp);
     kairox::Sampler sampler(sp);
     Chat chat(model, session, sampler, system, static_cast<int32_t>(n_predict));

@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/timer.h"
 #include "common/cli_args.h"
+#include "common/sparse_args.h"
 #include "common/progress.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
@@ -64,12 +65,15 @@ int main(int argc, char** argv) {
       argc, argv,
       {"-m", "--model", "-p", "--prompt", "-f", "--file", "-n", "--n-predict", "-t", "--threads",
        "-c", "--ctx-size", "-s", "--seed", "--temp", "--top-k", "--top-p", "--min-p",
-       "--repeat-penalty", "--repeat-last-n", "--logit-bias", "--stop"},
-      {"--chat", "--info", "--all-tensors", "--verbose", "-h", "--help", "--version", "--no-mmap",
-       "--mlock"});
+       "--repeat-penalty", "--repeat-last-n", "--logit-bias", "--stop", "--sidecar",
+       "--sparsity", "--trace"},
+      kx::cli::WithSparse({"--chat", "--info", "--all-tensors", "--verbose", "-h", "--help",
+                           "--version", "--no-mmap", "--mlock"},
+                          true));
   if (!args.ok()) return Fail(args.error());
   if (args.Has("-h", "--help")) {
     std::fputs(kUsage, stdout);
+    std::fputs(kx::cli::kSparseUsage, stdout);
     return 0;
   }
   if (args.Has("--version")) {
@@ -95,6 +99,8 @@ int main(int argc, char** argv) {
     prompt = ss.str();
   }
   kx::EngineOptions opts;
+  kx::cli::ApplySparseArgs(args, &opts);
+  if (!args.ok()) return Fail(args.error());
   opts.n_threads = static_cast<int>(args.Int("-t", "--threads", 0));
   opts.n_ctx = static_cast<int>(args.Int("-c", "--ctx-size", 0));
   kx::SamplerParams sp;

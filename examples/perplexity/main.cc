@@ -26,7 +26,9 @@
 #include "base/timer.h"
 #include "common/cli_args.h"
 #include "common/progress.h"
+#include "common/sparse_args.h"
 #include "engine/engine.h"
+#include "engine/sparse_runtime.h"
 #include "model/tokenizer.h"
 #include "nlohmann/json.hpp"
 
@@ -47,6 +49,7 @@ struct Args {
   int n_chunks = -1;  // all
   int n_threads = 0;  // engine default
   int n_batch = 0;    // engine default
+  EngineOptions engine;  // the sparsity flags
 };
 
 void PrintUsage(std::FILE* out) {
@@ -64,18 +67,23 @@ void PrintUsage(std::FILE* out) {
                "                        list, {\"tokens\": [...]} or {\"chunks\": [[...], ...]}\n"
                "  -h, --help            this help\n"
                "      --version         print the version\n"
+               "%s"
+               "With a sidecar, batches run masked-dense (exactly the sparse model's\n"
+               "arithmetic, with dense kernels); -b 1 runs the sparse kernels.\n"
                "\n"
                "The last line of stdout is \"PPL = <value> +/- <estimated error>\".\n",
-               kDefaultContext);
+               kDefaultContext, cli::kSparseUsage);
 }
 
 // Returns the parsed arguments; exit_now is set for --help/--version.
 absl::StatusOr<Args> ParseArgs(int argc, char** argv, bool& exit_now) {
   constexpr long long kMaxCount = 1 << 30;
   cli::Args args(argc, argv,
-                 {"-m", "--model", "-f", "--file", "--tokens-json", "-c", "--ctx-size",
-                  "--chunks", "-t", "--threads", "-b", "--batch-size"},
-                 {"-h", "--help", "--version"});
+                 cli::WithSparse({"-m", "--model", "-f", "--file", "--tokens-json", "-c",
+                                  "--ctx-size", "--chunks", "-t", "--threads", "-b",
+                                  "--batch-size"},
+                                 false),
+                 cli::WithSparse({"-h", "--help", "--version"}, true));
   Args a;
   exit_now = false;
   if (args.ok() && args.Has("-h", "--help")) {
@@ -95,6 +103,7 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv, bool& exit_now) {
   a.n_chunks = static_cast<int>(args.Int("--chunks", "", a.n_chunks, 1, kMaxCount));
   a.n_threads = static_cast<int>(args.Int("-t", "--threads", a.n_threads, 1, kMaxCount));
   a.n_batch = static_cast<int>(args.Int("-b", "--batch-size", a.n_batch, 1, kMaxCount));
+  cli::ApplySparseArgs(args, &a.engine);
   if (!args.ok()) return absl::InvalidArgumentError(args.error());
   if (a.model.empty()) return absl::InvalidArgumentError("no model given (-m MODEL)");
   if (a.text_file.empty() && a.tokens_json.empty()) {
@@ -170,7 +179,7 @@ absl::Status Run(const Args& args) {
     if (!probe) return absl::NotFoundError("cannot open model file '" + args.model + "'");
   }
 
-  EngineOptions opts;
+  EngineOptions opts = args.engine;
   opts.n_ctx = args.n_ctx;
   if (args.n_threads > 0) opts.n_threads = args.n_threads;
   if (args.n_batch > 0) opts.n_batch = args.n_batch;
@@ -257,6 +266,20 @@ absl::Status Run(const Args& args) {
   std::printf("chunks: %zu, context: %zu, scored tokens: %lld, time: %.2f s\n", n_chunks, n_ctx,
               static_cast<long long>(count), total.ElapsedSeconds());
   std::printf("mean NLL = %.6f\n", mean);
+  if (const SparseRuntime* sp = engine->sparse(); sp != nullptr) {
+    const SparseStats& st = sp->stats();
+    const double denom = static_cast<double>(st.layer_tokens) * static_cast<double>(st.n_ff);
+    std::printf("sparse: sparsity %.2f%s, predicted %.1f %%, kept %.1f %% of FFN neurons",
+                sp->sparsity(), sp->config().use_predictor ? "" : " (oracle)",
+                denom > 0 ? 100.0 * st.predicted / denom : 0.0,
+                denom > 0 ? 100.0 * st.kept / denom : 0.0);
+    if (st.actual > 0) {
+      std::printf(", recall %.3f", 1.0 - static_cast<double>(st.missed) / st.actual);
+    }
+    std::printf("\n");
+  } else {
+    std::printf("dense\n");
+  }
   std::printf("PPL = %.4f +/- %.5f\n", ppl, ppl_err);
   return absl::OkStatus();
 }

@@ -229,7 +229,15 @@ typedef struct kx_session_params {
   int32_t n_batch;   /* tokens per prefill batch; 0: 64 */
   int32_t n_threads; /* 0: the model options' threads (0 there: all cores) */
   uint64_t seed;     /* seed of the session's default sampler (generate with sampler NULL) */
+  /* Activation sparsity (a sidecar built by kairox-prepare). Fields added in 0.2; callers
+   * compiled against an older, smaller struct get these defaults. */
+  const char* sidecar; /* NULL or "": <model>.kairox.gguf beside the model, when it exists.
+                        * Copied; need not outlive the call. */
+  int32_t sparse;      /* KX_SPARSE_AUTO (0, default): use the sidecar; KX_SPARSE_OFF: dense */
+  float sparsity;      /* 0: the sidecar's own sparsity; else one of its calibrated levels */
 } kx_session_params;
+
+enum { KX_SPARSE_AUTO = 0, KX_SPARSE_OFF = 1 };
 
 /* Fills the defaults and sets struct_size (pass sizeof *params). */
 KX_API kx_status kx_session_params_init(kx_session_params* params, uint32_t struct_size);

@@ -222,6 +222,9 @@ struct SessionParams {
   int32_t n_batch = 0;    // 0: 64
   int32_t n_threads = 0;  // 0: the model's default
   uint64_t seed = 0xC0FFEE;
+  std::string sidecar;   // "": <model>.kairox.gguf beside the model, when it exists
+  bool sparse = true;    // false: dense even with a sidecar
+  float sparsity = 0;    // 0: the sidecar's own
 };
 
 struct GenerateParams {
@@ -246,6 +249,9 @@ class Session {
     sp.n_batch = p.n_batch;
     sp.n_threads = p.n_threads;
     sp.seed = p.seed;
+    sp.sidecar = p.sidecar.c_str();
+    sp.sparse = p.sparse ? KX_SPARSE_AUTO : KX_SPARSE_OFF;
+    sp.sparsity = p.sparsity;
     kx_session* s = nullptr;
     detail::Check(kx_session_create(model.get(), &sp, &s));
     session_ = Ptr(s);

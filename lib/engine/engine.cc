@@ -21,6 +21,15 @@ int DefaultThreads() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+// RoPE's per-pair frequencies base^(−2i/n_rot), i < n_rot/2.
+std::vector<float> RopeInvFreq(float base, int n_rot) {
+  std::vector<float> inv_freq(n_rot / 2);
+  for (int i = 0; i < n_rot / 2; ++i) {
+    inv_freq[i] = static_cast<float>(std::pow(static_cast<double>(base), -2.0 * i / n_rot));
+  }
+  return inv_freq;
+}
+
 }  // namespace
 
 const char* OpName(Op op) {
@@ -34,6 +43,8 @@ const char* OpName(Op op) {
     case Op::kFfnGateUp: return "ffn_gate_up";
     case Op::kFfnAct: return "ffn_act";
     case Op::kFfnDown: return "ffn_down";
+    case Op::kPredict: return "predict";
+    case Op::kFfnSparse: return "ffn_sparse";
     case Op::kLmHead: return "lm_head";
     case Op::kCount: break;
   }
@@ -73,30 +84,31 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
   const int n_threads = options.n_threads > 0 ? options.n_threads : DefaultThreads();
   impl->pool = std::make_unique<ThreadPool>(n_threads);
   impl->kernels = &cpu::Kernels();
-  impl->kv_dim = static_cast<int64_t>(hp.n_head_kv) * hp.head_dim;
+  impl->kv_dim = hp.kv_dim();
 
   const size_t kv_elems = static_cast<size_t>(hp.n_layer) * impl->n_ctx * impl->kv_dim;
   impl->k_cache.assign(kv_elems, 0);
   impl->v_cache.assign(kv_elems, 0);
 
   const size_t B = impl->n_batch;
-  const size_t d = hp.n_embd, ff = hp.n_ff, kvd = impl->kv_dim;
+  const size_t d = hp.n_embd, ff = hp.n_ff, kvd = impl->kv_dim, qd = hp.q_dim();
   impl->x.resize(B * d);
   impl->xn.resize(B * d);
-  impl->q.resize(B * d);
+  impl->q.resize(B * qd);
   impl->k.resize(B * kvd);
   impl->v.resize(B * kvd);
-  impl->attn.resize(B * d);
+  impl->attn.resize(B * qd);
   impl->ffo.resize(B * d);
   impl->gate.resize(B * ff);
   impl->up.resize(B * ff);
   impl->scores.resize(static_cast<size_t>(n_threads) * impl->n_ctx);
   impl->rope_cos.resize(B * hp.n_rot / 2);
   impl->rope_sin.resize(B * hp.n_rot / 2);
-  impl->inv_freq.resize(hp.n_rot / 2);
-  for (int i = 0; i < hp.n_rot / 2; ++i) {
-    impl->inv_freq[i] = static_cast<float>(
-        std::pow(static_cast<double>(hp.rope_freq_base), -2.0 * i / hp.n_rot));
+  impl->inv_freq = RopeInvFreq(hp.rope_freq_base, hp.n_rot);
+  if (!hp.layer_is_local.empty()) {
+    impl->inv_freq_local = RopeInvFreq(hp.rope_freq_base_local, hp.n_rot);
+    impl->rope_cos_local.resize(B * hp.n_rot / 2);
+    impl->rope_sin_local.resize(B * hp.n_rot / 2);
   }
   // Activation scratch: the largest prepared input (n_ff wide) for each of
   // up to two distinct weight types in one op group, for every batch row.
@@ -104,7 +116,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
   for (GgmlType t : {impl->w.tok_embd.type, impl->w.output.type, impl->w.layers[0].wq.type,
                      impl->w.layers[0].ffn_down.type}) {
     const cpu::TypeKernels* tk = impl->kernels->For(t);
-    act_row = std::max(act_row, tk->act_bytes(std::max<int64_t>(hp.n_ff, hp.n_embd)));
+    const int64_t widest = std::max<int64_t>({hp.n_ff, hp.n_embd, hp.q_dim()});
+    act_row = std::max(act_row, tk->act_bytes(widest));
   }
   for (const auto& L : impl->w.layers) {
     for (const WeightRef* wr : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down}) {
@@ -113,6 +126,18 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
   }
   impl->act.resize(2 * B * act_row + 64);
   impl->logits.resize(hp.n_vocab);
+
+  if (options.sparse) {
+    SparseConfig sc;
+    sc.sparsity = options.sparsity;
+    sc.use_predictor = options.use_predictor;
+    sc.masked_dense = options.masked_dense;
+    sc.trace_path = options.trace_path;
+    KX_ASSIGN_OR_RETURN(impl->sparse, LoadSparseRuntime(*impl->model, options.sidecar, sc,
+                                                        *impl->kernels, n_threads, impl->n_batch));
+  } else if (!options.sidecar.empty() || !options.trace_path.empty()) {
+    Log().warn("sparsity is off: the sidecar and the trace are not used");
+  }
 
   Log().info("session on {}: {} layers, n_embd {}, n_ff {}, vocab {}, n_ctx {}, {} threads, kernels {}",
              impl->model->path(), hp.n_layer, hp.n_embd, hp.n_ff, hp.n_vocab, impl->n_ctx, n_threads,
@@ -162,6 +187,7 @@ absl::Status Engine::Eval(std::span<const int32_t> tokens, bool all_logits) {
       dst = m.logits.data();
       first_logit = count - 1;
     }
+    if (m.sparse != nullptr) m.sparse->BeginBatch(m.n_past);
     m.ForwardBatch(tokens.data() + start, count, first_logit, dst);
     m.n_past += count;
   }
@@ -198,10 +224,15 @@ const OpProfile& Engine::profile() const {
   return m.profile_view;
 }
 
+void Engine::SetFfnHook(FfnHook* hook) { impl_->ffn_hook = hook; }
+
+SparseRuntime* Engine::sparse() const { return impl_->sparse.get(); }
+
 void Engine::ResetProfile() {
   impl_->op_ns.fill(0);
   impl_->op_calls.fill(0);
   impl_->profiled_tokens = 0;
+  if (impl_->sparse != nullptr) impl_->sparse->ResetStats();
 }
 
 }  // namespace kx

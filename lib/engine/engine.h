@@ -22,6 +22,8 @@ namespace kx {
 
 class Tokenizer;
 class GgufFile;
+class FfnHook;
+class SparseRuntime;
 class Model;
 struct LlamaHParams;
 
@@ -29,6 +31,29 @@ struct EngineOptions {
   int n_threads = 0;    // 0: all cores the process may use
   int n_ctx = 0;        // 0: min(model's trained context, 4096)
   int n_batch = 64;     // tokens per prefill batch
+
+  // Batched linear ops (prefill) through oneDNN's bf16 matmul (engine/dnnl_linear.h)
+  // on CPUs with AVX-512 BF16 or AMX; elsewhere, and for batches smaller than
+  // dnnl_min_batch, the native quantized kernels. Weights are converted to bf16
+  // on the first batch that uses them and kept: 2 bytes per weight more
+  // memory (Engine::PrefillWeightBytes). kDnnl splits activations into two
+  // bf16 (16 significant bits, two matmuls); kDnnlFast rounds them to one
+  // (8 bits: SmolLM2's logits move by up to ~0.5). KAIROX_PREFILL=native|dnnl|
+  // dnnl-fast overrides.
+  enum class Prefill { kNative, kDnnl, kDnnlFast };
+  Prefill prefill = Prefill::kNative;
+  // Smaller batches stay native. 0: the crossover measured for the path on
+  // a 2-core AVX-512 BF16 machine (kDnnl 32 tokens, kDnnlFast 8).
+  int dnnl_min_batch = 0;
+
+  // Activation sparsity (engine/sparse_runtime.h). With a sidecar, decode
+  // computes only the FFN neurons its predictors select.
+  std::string sidecar;          // "": <model>.kairox.gguf beside the model, if it exists
+  bool sparse = true;           // false: dense even when a sidecar exists (--no-sparse)
+  float sparsity = -1.0f;       // < 0: the sidecar's own (--sparsity)
+  bool use_predictor = true;    // false: the oracle (threshold only)
+  bool masked_dense = false;    // decode masked-dense too (a reference for the sparse kernels)
+  std::string trace_path;       // --trace: record predicted/actual neurons per token and layer
 };
 
 // Wall time per op kind, accumulated since the last ResetProfile().
@@ -80,9 +105,17 @@ class Engine {
   uint64_t KvBytesPerToken() const;
   // Floating point operations of one token through the model at depth 0.
   double FlopsPerToken() const;
+  // Bytes of bf16 weight copies the oneDNN prefill path holds (0 until it runs).
+  uint64_t PrefillWeightBytes() const;
 
   const OpProfile& profile() const;
   void ResetProfile();
+
+  // Observes (and may mask) every layer's FFN in the dense path; not owned,
+  // null removes it. Used by kairox-prepare to profile activations.
+  void SetFfnHook(FfnHook* hook);
+  // The sparse runtime, or null when the engine runs dense.
+  SparseRuntime* sparse() const;
 
   struct Impl;
 

@@ -7,7 +7,10 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "engine/dnnl_linear.h"
 #include "engine/engine.h"
+#include "engine/ffn_hook.h"
+#include "engine/sparse_runtime.h"
 #include "kernels/cpu/kernels.h"
 #include "model/model.h"
 
@@ -24,6 +27,8 @@ enum class Op : int {
   kFfnGateUp,
   kFfnAct,
   kFfnDown,
+  kPredict,    // sparse: predictors (and profiling hooks)
+  kFfnSparse,  // sparse: the whole FFN over bundles (decode)
   kLmHead,
   kCount,
 };
@@ -35,6 +40,10 @@ struct Engine::Impl {
   LlamaWeights w;
   const cpu::KernelTable* kernels = nullptr;
   std::unique_ptr<ThreadPool> pool;
+  // Activation sparsity: the runtime (null: dense) and an optional observer
+  // (profiling). The runtime masks batches through the same hook interface.
+  std::unique_ptr<SparseRuntime> sparse;
+  FfnHook* ffn_hook = nullptr;
 
   int n_ctx = 0;
   int n_batch = 0;
@@ -46,11 +55,20 @@ struct Engine::Impl {
   std::vector<uint16_t> v_cache;
 
   // Scratch for one batch of up to n_batch tokens (row b at b·width).
-  std::vector<float> x, xn, q, k, v, attn, ffo, gate, up;
+  std::vector<float> x, xn, q, k, v, attn, ffo, gate, up;  // q, attn: q_dim wide
   std::vector<uint8_t> act;           // prepared activations, one region per weight type
   std::vector<float> scores;          // per thread: n_ctx attention scores
   std::vector<float> rope_cos, rope_sin;  // [b][n_rot/2] for the batch's positions
   std::vector<float> inv_freq;        // [n_rot/2]
+  // Local (sliding-window) layers' RoPE when their base differs (Gemma 3);
+  // empty when the model has no local layers.
+  std::vector<float> rope_cos_local, rope_sin_local, inv_freq_local;
+
+  // oneDNN bf16 prefill (engine/dnnl_linear.h; forward.cc's LinearGroup):
+  // made on the first batch that uses it; dnnl_off after a oneDNN failure
+  // or when the CPU has no bf16 matmul.
+  std::unique_ptr<DnnlLinear> dnnl;
+  bool dnnl_off = false;
 
   // Logits of the last Eval: n_logit_rows × n_vocab.
   std::vector<float> logits;

@@ -4,9 +4,11 @@
 // their rows. Attention is parallel over (token, head) pairs.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "base/check.h"
+#include "base/log.h"
 #include "base/timer.h"
 #include "engine/engine_impl.h"
 
@@ -45,11 +47,63 @@ struct LinearJob {
   int64_t ldd;
 };
 
+// ---- oneDNN bf16 prefill (engine/dnnl_linear.h; owner: dnnl) ----
+// The prefill path: EngineOptions::prefill, overridden by
+// KAIROX_PREFILL=native|dnnl|dnnl-fast (read once per process).
+EngineOptions::Prefill PrefillPath(const EngineOptions& options) {
+  using P = EngineOptions::Prefill;
+  static const int env = [] {
+    const char* v = std::getenv("KAIROX_PREFILL");
+    if (v == nullptr) return -1;
+    if (std::strcmp(v, "native") == 0) return static_cast<int>(P::kNative);
+    if (std::strcmp(v, "dnnl") == 0) return static_cast<int>(P::kDnnl);
+    if (std::strcmp(v, "dnnl-fast") == 0) return static_cast<int>(P::kDnnlFast);
+    return -1;
+  }();
+  return env >= 0 ? static_cast<P>(env) : options.prefill;
+}
+
+// Runs the group through oneDNN when wanted, supported and the batch is at
+// least dnnl_min_batch tokens; false: the caller runs it natively.
+bool TryDnnlGroup(Engine::Impl& m, const float* src, int64_t src_ld, int n_tokens,
+                  const LinearJob* jobs, int n_jobs) {
+  // Below these batch sizes the native kernels were faster (kairox-bench's
+  // per-shape measurements, 1 and 2 threads): a split-activation matmul is
+  // two bf16 matmuls, so it needs larger batches to win.
+  constexpr int kSplitMinBatch = 32, kFastMinBatch = 8;
+  const EngineOptions::Prefill path = PrefillPath(m.options);
+  if (m.dnnl_off || path == EngineOptions::Prefill::kNative) return false;
+  const int min_batch = m.options.dnnl_min_batch > 0 ? m.options.dnnl_min_batch
+                        : path == EngineOptions::Prefill::kDnnl ? kSplitMinBatch
+                                                                : kFastMinBatch;
+  if (n_tokens < std::max(2, min_batch)) return false;
+  if (m.dnnl == nullptr) {
+    if (!DnnlLinear::Supported()) {
+      Log().warn("oneDNN has no optimized bf16 matmul on this CPU: prefill stays native");
+      m.dnnl_off = true;
+      return false;
+    }
+    m.dnnl = std::make_unique<DnnlLinear>(m.pool->size(),
+                                          /*split_src=*/path == EngineOptions::Prefill::kDnnl);
+  }
+  DnnlLinear::Job dj[4];
+  KX_CHECK(n_jobs <= 4);
+  for (int j = 0; j < n_jobs; ++j) dj[j] = {jobs[j].w, jobs[j].dst, jobs[j].ldd};
+  if (m.dnnl->RunGroup(src, src_ld, n_tokens, dj, n_jobs, *m.pool)) return true;
+  // A weight type without a dequantizer, or a oneDNN error: native from now on.
+  Log().warn("oneDNN prefill off for this session: {}",
+             m.dnnl->ok() ? "a weight type cannot be converted to bf16" : m.dnnl->error());
+  m.dnnl_off = true;
+  return false;
+}
+// ---- end oneDNN bf16 prefill ----
+
 // Runs every job of the group on the rows of `src` (n_tokens rows of
 // `src_ld` floats; all jobs share n_in). Activations are prepared once per
 // distinct weight type.
 void LinearGroup(Engine::Impl& m, const float* src, int64_t src_ld, int n_tokens,
                  const LinearJob* jobs, int n_jobs) {
+  if (TryDnnlGroup(m, src, src_ld, n_tokens, jobs, n_jobs)) return;  // oneDNN bf16 prefill
   constexpr int kMaxTypes = 2;
   constexpr int kMaxJobs = 4;
   KX_CHECK(n_jobs > 0 && n_jobs <= kMaxJobs);
@@ -123,27 +177,89 @@ void AddBias(float* dst, const WeightRef& bias, int n) {
   for (int i = 0; i < n; ++i) dst[i] += b[i];
 }
 
+const float* F32(const WeightRef& w) { return reinterpret_cast<const float*>(w.data); }
+
+// sqrt(2/π), the tanh approximation's constant, and its cubic coefficient.
+constexpr float kGeluTanhScale = 0.7978845608028654f;
+constexpr float kGeluTanhCubic = 0.044715f;
+
+// gate[i] = act(gate[i]) · up[i] over n elements: the gated FFN's activation.
+void GatedActivation(FfnActivation act, float* gate, const float* up, int64_t n) {
+  switch (act) {
+    case FfnActivation::kSilu:
+      for (int64_t i = 0; i < n; ++i) {
+        const float g = gate[i];
+        gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+      }
+      return;
+    case FfnActivation::kGeluTanh:
+      for (int64_t i = 0; i < n; ++i) {
+        const float g = gate[i];
+        const float t = std::tanh(kGeluTanhScale * (g + kGeluTanhCubic * g * g * g));
+        gate[i] = 0.5f * g * (1.0f + t) * up[i];
+      }
+      return;
+    case FfnActivation::kRelu:
+      for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] > 0.0f ? gate[i] * up[i] : 0.0f;
+      return;
+  }
+}
+
+// gate[i] = act(gate[i]) alone, the same arithmetic as GatedActivation before
+// its multiplication by up (so a hook that masks nothing changes no bit).
+void Activation(FfnActivation act, float* gate, int64_t n) {
+  switch (act) {
+    case FfnActivation::kSilu:
+      for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i]));
+      return;
+    case FfnActivation::kGeluTanh:
+      for (int64_t i = 0; i < n; ++i) {
+        const float g = gate[i];
+        const float t = std::tanh(kGeluTanhScale * (g + kGeluTanhCubic * g * g * g));
+        gate[i] = 0.5f * g * (1.0f + t);
+      }
+      return;
+    case FfnActivation::kRelu:
+      for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] > 0.0f ? gate[i] : 0.0f;
+      return;
+  }
+}
+
+// cos/sin of position·inv_freq for every position of the batch: [b][half].
+void RopeTables(const std::vector<float>& inv_freq, int n_past, int n, float* cos_dst,
+                float* sin_dst) {
+  const int half = static_cast<int>(inv_freq.size());
+  for (int b = 0; b < n; ++b) {
+    const double pos = static_cast<double>(n_past + b);
+    for (int i = 0; i < half; ++i) {
+      const double theta = pos * inv_freq[i];
+      cos_dst[b * half + i] = static_cast<float>(std::cos(theta));
+      sin_dst[b * half + i] = static_cast<float>(std::sin(theta));
+    }
+  }
+}
+
 }  // namespace
 
 void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit,
                                 float* logits_dst) {
   const int d = hp.n_embd, ff = hp.n_ff, hd = hp.head_dim, kvd = static_cast<int>(kv_dim);
+  const int qd = hp.q_dim();  // n_embd, except for Gemma's wide heads
   const int half_rot = hp.n_rot / 2;
   const int group = hp.n_head / hp.n_head_kv;
-  const float attn_scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float attn_scale = hp.attn_scale;
   const cpu::VecKernels& vec = kernels->vec;
 
   {
     OpTimer timer(*this, Op::kEmbed);
     const cpu::TypeKernels* tk = kernels->For(w.tok_embd.type);
     for (int b = 0; b < n; ++b) tk->dequantize(w.tok_embd.row(tokens[b]), &x[b * d], d);
-    for (int b = 0; b < n; ++b) {
-      const double pos = static_cast<double>(n_past + b);
-      for (int i = 0; i < half_rot; ++i) {
-        const double theta = pos * inv_freq[i];
-        rope_cos[b * half_rot + i] = static_cast<float>(std::cos(theta));
-        rope_sin[b * half_rot + i] = static_cast<float>(std::sin(theta));
-      }
+    if (hp.embd_scale != 1.0f) {
+      for (int i = 0; i < n * d; ++i) x[i] *= hp.embd_scale;
+    }
+    RopeTables(inv_freq, n_past, n, rope_cos.data(), rope_sin.data());
+    if (!inv_freq_local.empty()) {
+      RopeTables(inv_freq_local, n_past, n, rope_cos_local.data(), rope_sin_local.data());
     }
   }
 
@@ -153,6 +269,9 @@ void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit,
     const auto* ffn_norm = reinterpret_cast<const float*>(L.ffn_norm.data);
     uint16_t* kc = k_cache.data() + static_cast<size_t>(l) * n_ctx * kvd;
     uint16_t* vc = v_cache.data() + static_cast<size_t>(l) * n_ctx * kvd;
+    const bool local = hp.IsLocalLayer(l);
+    // Keys a query at position p sees: (p − window, p]; all of [0, p] when global.
+    const int window = local ? hp.sliding_window : n_ctx;
 
     {
       OpTimer timer(*this, Op::kNorm);
@@ -160,23 +279,39 @@ void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit,
     }
     {
       OpTimer timer(*this, Op::kQkv);
-      const LinearJob jobs[] = {{&L.wq, q.data(), d}, {&L.wk, k.data(), kvd}, {&L.wv, v.data(), kvd}};
+      const LinearJob jobs[] = {
+          {&L.wq, q.data(), qd}, {&L.wk, k.data(), kvd}, {&L.wv, v.data(), kvd}};
       LinearGroup(*this, xn.data(), d, n, jobs, 3);
       if (hp.qkv_bias) {
         for (int b = 0; b < n; ++b) {
-          AddBias(&q[b * d], L.bq, d);
+          AddBias(&q[b * qd], L.bq, qd);
           AddBias(&k[b * kvd], L.bk, kvd);
           AddBias(&v[b * kvd], L.bv, kvd);
         }
       }
     }
+    if (hp.qk_norm) {
+      OpTimer timer(*this, Op::kNorm);
+      for (int b = 0; b < n; ++b) {
+        for (int h = 0; h < hp.n_head; ++h) {
+          float* qh = &q[b * qd + h * hd];
+          RmsNorm(qh, F32(L.attn_q_norm), qh, hd, hp.rms_eps);
+        }
+        for (int h = 0; h < hp.n_head_kv; ++h) {
+          float* kh = &k[b * kvd + h * hd];
+          RmsNorm(kh, F32(L.attn_k_norm), kh, hd, hp.rms_eps);
+        }
+      }
+    }
     {
       OpTimer timer(*this, Op::kRope);
+      const std::vector<float>& cos_table = local ? rope_cos_local : rope_cos;
+      const std::vector<float>& sin_table = local ? rope_sin_local : rope_sin;
       for (int b = 0; b < n; ++b) {
-        const float* ct = &rope_cos[b * half_rot];
-        const float* st = &rope_sin[b * half_rot];
+        const float* ct = &cos_table[b * half_rot];
+        const float* st = &sin_table[b * half_rot];
         for (int h = 0; h < hp.n_head; ++h) {
-          RopeHead(&q[b * d + h * hd], ct, st, hp.n_rot, hp.rope_style);
+          RopeHead(&q[b * qd + h * hd], ct, st, hp.n_rot, hp.rope_style);
         }
         for (int h = 0; h < hp.n_head_kv; ++h) {
           RopeHead(&k[b * kvd + h * hd], ct, st, hp.n_rot, hp.rope_style);
@@ -194,9 +329,12 @@ void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit,
         for (int p = ith; p < pairs; p += nth) {
           const int b = p / hp.n_head, h = p % hp.n_head;
           const int kvh = h / group;
-          const int n_keys = n_past + b + 1;
-          const float* qh = &q[b * d + h * hd];
-          vec.dot_f16_rows(kc + kvh * hd, kvd, n_keys, qh, hd, sc);
+          const int pos = n_past + b;
+          const int first_key = std::max(0, pos + 1 - window);
+          const int n_keys = pos + 1 - first_key;
+          const float* qh = &q[b * qd + h * hd];
+          const size_t key0 = static_cast<size_t>(first_key) * kvd + kvh * hd;
+          vec.dot_f16_rows(kc + key0, kvd, n_keys, qh, hd, sc);
           float max_s = -INFINITY;
           for (int t = 0; t < n_keys; ++t) {
             sc[t] *= attn_scale;
@@ -209,38 +347,63 @@ void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit,
           }
           const float inv = 1.0f / sum;
           for (int t = 0; t < n_keys; ++t) sc[t] *= inv;
-          float* out = &attn[b * d + h * hd];
+          float* out = &attn[b * qd + h * hd];
           std::memset(out, 0, sizeof(float) * hd);
-          vec.axpy_f16_rows(sc, vc + kvh * hd, kvd, n_keys, out, hd);
+          vec.axpy_f16_rows(sc, vc + key0, kvd, n_keys, out, hd);
         }
       });
     }
     {
       OpTimer timer(*this, Op::kAttnOut);
       const LinearJob jobs[] = {{&L.wo, ffo.data(), d}};
-      LinearGroup(*this, attn.data(), d, n, jobs, 1);
+      LinearGroup(*this, attn.data(), qd, n, jobs, 1);
+      if (hp.post_norms) {
+        const float* post = F32(L.post_attention_norm);
+        for (int b = 0; b < n; ++b) RmsNorm(&ffo[b * d], post, &ffo[b * d], d, hp.rms_eps);
+      }
       for (int i = 0; i < n * d; ++i) x[i] += ffo[i];
     }
     {
       OpTimer timer(*this, Op::kNorm);
       for (int b = 0; b < n; ++b) RmsNorm(&x[b * d], ffn_norm, &xn[b * d], d, hp.rms_eps);
     }
-    {
-      OpTimer timer(*this, Op::kFfnGateUp);
-      const LinearJob jobs[] = {{&L.ffn_gate, gate.data(), ff}, {&L.ffn_up, up.data(), ff}};
-      LinearGroup(*this, xn.data(), d, n, jobs, 2);
+    // Activation sparsity: a profiling hook, else the sparse runtime, sees
+    // the FFN input (predicting the next layer) and may mask activations.
+    FfnHook* hook = ffn_hook != nullptr ? ffn_hook : sparse.get();
+    if (hook != nullptr) {
+      OpTimer timer(*this, Op::kPredict);
+      hook->OnFfnInput(l, n, xn.data());
     }
-    {
-      OpTimer timer(*this, Op::kFfnAct);
-      for (int i = 0; i < n * ff; ++i) {
-        const float g = gate[i];
-        gate[i] = g / (1.0f + std::exp(-g)) * up[i];  // SiLU(gate) · up
+    if (ffn_hook == nullptr && sparse != nullptr && sparse->UsesBundles(n)) {
+      OpTimer timer(*this, Op::kFfnSparse);
+      sparse->RunBundles(l, xn.data(), ffo.data(), *pool);
+    } else {
+      {
+        OpTimer timer(*this, Op::kFfnGateUp);
+        const LinearJob jobs[] = {{&L.ffn_gate, gate.data(), ff}, {&L.ffn_up, up.data(), ff}};
+        LinearGroup(*this, xn.data(), d, n, jobs, 2);
       }
-    }
-    {
+      {
+        OpTimer timer(*this, Op::kFfnAct);
+        const int64_t count = static_cast<int64_t>(n) * ff;
+        if (hook != nullptr) {
+          Activation(hp.ffn_act, gate.data(), count);
+          hook->OnActivations(l, n, gate.data());
+          for (int64_t i = 0; i < count; ++i) gate[i] *= up[i];
+        } else {
+          GatedActivation(hp.ffn_act, gate.data(), up.data(), count);
+        }
+      }
       OpTimer timer(*this, Op::kFfnDown);
       const LinearJob jobs[] = {{&L.ffn_down, ffo.data(), d}};
       LinearGroup(*this, gate.data(), ff, n, jobs, 1);
+    }
+    {
+      OpTimer timer(*this, Op::kNorm);  // post-FFN norm (Gemma) and the residual
+      if (hp.post_norms) {
+        const float* post = F32(L.post_ffw_norm);
+        for (int b = 0; b < n; ++b) RmsNorm(&ffo[b * d], post, &ffo[b * d], d, hp.rms_eps);
+      }
       for (int i = 0; i < n * d; ++i) x[i] += ffo[i];
     }
   }
@@ -254,6 +417,16 @@ void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit,
   OpTimer timer(*this, Op::kLmHead);
   const LinearJob jobs[] = {{&w.output, logits_dst, hp.n_vocab}};
   LinearGroup(*this, &xn[first_logit * d], d, n - first_logit, jobs, 1);
+  if (hp.final_logit_softcap > 0.0f) {
+    const float cap = hp.final_logit_softcap;
+    const int64_t count = static_cast<int64_t>(n - first_logit) * hp.n_vocab;
+    for (int64_t i = 0; i < count; ++i) logits_dst[i] = cap * std::tanh(logits_dst[i] / cap);
+  }
+}
+
+// oneDNN bf16 prefill (owner: dnnl).
+uint64_t Engine::PrefillWeightBytes() const {
+  return impl_->dnnl ? impl_->dnnl->weight_bytes() : 0;
 }
 
 }  // namespace kx

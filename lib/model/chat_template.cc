@@ -1,5 +1,6 @@
 #include "model/chat_template.h"
 
+#include <atomic>
 #include <vector>
 
 #include "base/log.h"
@@ -264,13 +265,18 @@ std::string ApplyChatTemplate(ChatTemplateKind kind, std::span<const ChatMessage
     case ChatTemplateKind::kGemma:
       FormatGemma(messages, add_generation_prompt, tokens, dst);
       return dst;
-    case ChatTemplateKind::kGeneric:
-      Log().warn("chat template not recognised: using the generic 'role: content' format");
+    case ChatTemplateKind::kGeneric: {
+      // Once per process: a chat or a calibration run formats many turns.
+      static std::atomic<bool> warned{false};
+      if (!warned.exchange(true)) {
+        Log().warn("chat template not recognised: using the generic 'role: content' format");
+      }
       for (const ChatMessage& m : messages) {
         dst.append(m.role).append(": ").append(m.content).append("\n");
       }
       if (add_generation_prompt) dst.append(kAssistantRole).append(": ");
       return dst;
+    }
   }
   return dst;
 }

@@ -1,6 +1,7 @@
 #include "model/llama.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/kernels.h"
@@ -69,7 +70,7 @@ absl::StatusOr<WeightRef> BindVector(const GgufFile& f, const std::string& name,
 }  // namespace
 
 const std::vector<std::string>& SupportedArchitectures() {
-  static const std::vector<std::string> archs = {"llama", "qwen2"};
+  static const std::vector<std::string> archs = {"llama", "qwen2", "gemma3"};
   return archs;
 }
 
@@ -79,11 +80,60 @@ namespace {
 struct ArchTraits {
   RopeStyle rope_style;
   bool qkv_bias;  // the attention Q/K/V projections carry biases
+  bool gemma;     // Gemma 3's norms, GeGLU, embedding scale and local/global layers
 };
 
 ArchTraits TraitsOf(const std::string& arch) {
-  if (arch == "qwen2") return {RopeStyle::kNeox, true};
-  return {RopeStyle::kAdjacent, false};
+  if (arch == "qwen2") return {RopeStyle::kNeox, true, false};
+  if (arch == "gemma3") return {RopeStyle::kNeox, false, true};
+  return {RopeStyle::kAdjacent, false, false};
+}
+
+// Gemma 3 makes every sixth layer global (layers 5, 11, 17, ...: transformers'
+// default sliding_window_pattern 6, which its GGUF loader and llama.cpp
+// assume because the converter does not write it) and the others local.
+constexpr uint64_t kGemma3SlidingPattern = 6;
+// transformers' Gemma 3 default for local layers (rope_local_base_freq); the
+// GGUF's rope.freq_base is the global layers' base.
+constexpr float kGemma3LocalRopeBase = 10000.0f;
+
+absl::Status ReadGemma3HParams(const GgufFile& f, const std::string& p, LlamaHParams& hp) {
+  hp.ffn_act = FfnActivation::kGeluTanh;
+  hp.qk_norm = true;
+  hp.post_norms = true;
+  hp.embd_scale = std::sqrt(static_cast<float>(hp.n_embd));
+  // query_pre_attn_scalar is not in the file; transformers' default (256)
+  // equals head_dim for every released Gemma 3 but the 27B, which the
+  // converter gives a key_length of its own.
+  hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
+  hp.rope_freq_base_local = kGemma3LocalRopeBase;
+  uint64_t pattern = kGemma3SlidingPattern;
+  if (f.HasKey(p + "attention.sliding_window_pattern")) {
+    KX_ASSIGN_OR_RETURN(pattern, f.GetUint(p + "attention.sliding_window_pattern"));
+    if (pattern == 0) return absl::InvalidArgumentError("sliding_window_pattern must be >= 1");
+  }
+  if (f.HasKey(p + "attention.sliding_window")) {
+    KX_ASSIGN_OR_RETURN(hp.sliding_window, GetDim(f, p + "attention.sliding_window", kMaxCtx));
+    hp.layer_is_local.resize(hp.n_layer);
+    for (int l = 0; l < hp.n_layer; ++l) {
+      hp.layer_is_local[l] = (static_cast<uint64_t>(l) + 1) % pattern != 0 ? 1 : 0;
+    }
+  }
+  if (f.HasKey(p + "final_logit_softcapping")) {
+    KX_ASSIGN_OR_RETURN(double cap, f.GetFloat(p + "final_logit_softcapping"));
+    if (!(cap >= 0.0)) return absl::InvalidArgumentError("final_logit_softcapping must be >= 0");
+    hp.final_logit_softcap = static_cast<float>(cap);
+  }
+  // The larger Gemma 3 models scale the global layers' positions; computing
+  // them without it would be silently wrong.
+  if (f.HasKey(p + "rope.scaling.type")) {
+    KX_ASSIGN_OR_RETURN(std::string_view type, f.GetString(p + "rope.scaling.type"));
+    if (type != "none") {
+      return absl::UnimplementedError(
+          absl::StrCat("gemma3 with rope scaling '", std::string(type), "' is not supported yet"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // A hint for an architecture people expect to work.
@@ -119,17 +169,35 @@ absl::StatusOr<LlamaHParams> ReadLlamaHParams(const GgufFile& f) {
     KX_ASSIGN_OR_RETURN(hp.n_head_kv, GetDim(f, p + "attention.head_count_kv", kMaxDim));
   }
   KX_ASSIGN_OR_RETURN(hp.n_ctx_train, GetDim(f, p + "context_length", kMaxCtx));
-  if (hp.n_embd % hp.n_head != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("embedding_length ", hp.n_embd,
-                                                   " is not a multiple of head_count ", hp.n_head));
-  }
   if (hp.n_head % hp.n_head_kv != 0) {
     return absl::InvalidArgumentError(absl::StrCat("head_count ", hp.n_head,
                                                    " is not a multiple of head_count_kv ",
                                                    hp.n_head_kv));
   }
-  hp.head_dim = hp.n_embd / hp.n_head;
+  if (f.HasKey(p + "attention.key_length")) {
+    // Gemma: heads wider than n_embd / n_head. kairox keeps one width for
+    // K and V (the attention reads both with the same head stride).
+    KX_ASSIGN_OR_RETURN(hp.head_dim, GetDim(f, p + "attention.key_length", kMaxDim));
+    int value_length = hp.head_dim;
+    if (f.HasKey(p + "attention.value_length")) {
+      KX_ASSIGN_OR_RETURN(value_length, GetDim(f, p + "attention.value_length", kMaxDim));
+    }
+    if (value_length != hp.head_dim) {
+      return absl::UnimplementedError(absl::StrCat("attention.key_length ", hp.head_dim,
+                                                   " != value_length ", value_length,
+                                                   " is not supported"));
+    }
+  } else {
+    if (hp.n_embd % hp.n_head != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "embedding_length ", hp.n_embd, " is not a multiple of head_count ", hp.n_head));
+    }
+    hp.head_dim = hp.n_embd / hp.n_head;
+  }
   if (hp.head_dim % 2 != 0) return absl::InvalidArgumentError("head dimension is odd");
+  if (static_cast<uint64_t>(hp.q_dim()) > kMaxDim) {
+    return absl::InvalidArgumentError("head_count × head dimension is implausibly large");
+  }
   hp.n_rot = hp.head_dim;
   if (f.HasKey(p + "rope.dimension_count")) {
     KX_ASSIGN_OR_RETURN(hp.n_rot, GetDim(f, p + "rope.dimension_count", hp.head_dim));
@@ -157,12 +225,15 @@ absl::StatusOr<LlamaHParams> ReadLlamaHParams(const GgufFile& f) {
   // llama.cpp also honours Q/K/V biases in "llama" files that carry them;
   // ignoring them would compute a different model.
   hp.qkv_bias = traits.qkv_bias || f.FindTensor("blk.0.attn_q.bias") != nullptr;
+  hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
+  if (traits.gemma) KX_RETURN_IF_ERROR(ReadGemma3HParams(f, p, hp));
   return hp;
 }
 
 absl::StatusOr<LlamaWeights> BindLlamaWeights(const GgufFile& f, const LlamaHParams& hp) {
   LlamaWeights w;
-  const int64_t kv_dim = static_cast<int64_t>(hp.n_head_kv) * hp.head_dim;
+  const int64_t kv_dim = hp.kv_dim();
+  const int64_t q_dim = hp.q_dim();
   KX_ASSIGN_OR_RETURN(w.tok_embd, Bind(f, "token_embd.weight", hp.n_embd, hp.n_vocab));
   KX_ASSIGN_OR_RETURN(w.output_norm, BindVector(f, "output_norm.weight", hp.n_embd));
   if (hp.tied_output) {
@@ -175,12 +246,12 @@ absl::StatusOr<LlamaWeights> BindLlamaWeights(const GgufFile& f, const LlamaHPar
     const std::string b = absl::StrCat("blk.", l, ".");
     LlamaLayerWeights& L = w.layers[l];
     KX_ASSIGN_OR_RETURN(L.attn_norm, BindVector(f, b + "attn_norm.weight", hp.n_embd));
-    KX_ASSIGN_OR_RETURN(L.wq, Bind(f, b + "attn_q.weight", hp.n_embd, hp.n_embd));
+    KX_ASSIGN_OR_RETURN(L.wq, Bind(f, b + "attn_q.weight", hp.n_embd, q_dim));
     KX_ASSIGN_OR_RETURN(L.wk, Bind(f, b + "attn_k.weight", hp.n_embd, kv_dim));
     KX_ASSIGN_OR_RETURN(L.wv, Bind(f, b + "attn_v.weight", hp.n_embd, kv_dim));
-    KX_ASSIGN_OR_RETURN(L.wo, Bind(f, b + "attn_output.weight", hp.n_embd, hp.n_embd));
+    KX_ASSIGN_OR_RETURN(L.wo, Bind(f, b + "attn_output.weight", q_dim, hp.n_embd));
     if (hp.qkv_bias) {
-      KX_ASSIGN_OR_RETURN(L.bq, BindVector(f, b + "attn_q.bias", hp.n_embd));
+      KX_ASSIGN_OR_RETURN(L.bq, BindVector(f, b + "attn_q.bias", q_dim));
       KX_ASSIGN_OR_RETURN(L.bk, BindVector(f, b + "attn_k.bias", kv_dim));
       KX_ASSIGN_OR_RETURN(L.bv, BindVector(f, b + "attn_v.bias", kv_dim));
     }
@@ -188,6 +259,15 @@ absl::StatusOr<LlamaWeights> BindLlamaWeights(const GgufFile& f, const LlamaHPar
     KX_ASSIGN_OR_RETURN(L.ffn_gate, Bind(f, b + "ffn_gate.weight", hp.n_embd, hp.n_ff));
     KX_ASSIGN_OR_RETURN(L.ffn_up, Bind(f, b + "ffn_up.weight", hp.n_embd, hp.n_ff));
     KX_ASSIGN_OR_RETURN(L.ffn_down, Bind(f, b + "ffn_down.weight", hp.n_ff, hp.n_embd));
+    if (hp.qk_norm) {
+      KX_ASSIGN_OR_RETURN(L.attn_q_norm, BindVector(f, b + "attn_q_norm.weight", hp.head_dim));
+      KX_ASSIGN_OR_RETURN(L.attn_k_norm, BindVector(f, b + "attn_k_norm.weight", hp.head_dim));
+    }
+    if (hp.post_norms) {
+      KX_ASSIGN_OR_RETURN(L.post_attention_norm,
+                          BindVector(f, b + "post_attention_norm.weight", hp.n_embd));
+      KX_ASSIGN_OR_RETURN(L.post_ffw_norm, BindVector(f, b + "post_ffw_norm.weight", hp.n_embd));
+    }
   }
   return w;
 }

@@ -6,6 +6,12 @@
 //   "llama"  LLaMA, SmolLM and Mistral 7B (Mistral has no GGUF architecture
 //            of its own): Q/K rows permuted for adjacent-pair RoPE.
 //   "qwen2"  Q/K/V biases (F32), Q/K not permuted: NeoX-style RoPE.
+//   "gemma3" head_dim from attention.key_length (n_head·head_dim != n_embd),
+//            RMSNorm on each Q/K head, norms after attention and FFN too,
+//            GeGLU (tanh GELU), embeddings scaled by sqrt(n_embd), NeoX RoPE,
+//            local (sliding-window, RoPE base 10000) layers with one global
+//            layer in every six. Norm weights are stored as 1 + w (llama.cpp's
+//            converter adds the 1), so the plain RMSNorm applies.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +31,13 @@ enum class RopeStyle {
   kNeox,      // (x0, x_{d/2}), ...: Qwen2, Gemma
 };
 
+// The FFN's activation on the gate: act(gate·x) ⊙ (up·x).
+enum class FfnActivation {
+  kSilu,      // SwiGLU: LLaMA, SmolLM, Mistral, Qwen2
+  kGeluTanh,  // GeGLU with the tanh approximation: Gemma
+  kRelu,      // ReGLU (ReLU-family sparse models)
+};
+
 struct LlamaHParams {
   std::string arch;     // general.architecture
   int n_layer = 0;
@@ -32,15 +45,34 @@ struct LlamaHParams {
   int n_ff = 0;
   int n_head = 0;
   int n_head_kv = 0;
-  int head_dim = 0;
+  int head_dim = 0;      // per Q/K/V head; n_embd / n_head unless key_length says otherwise
   int n_vocab = 0;
   int n_ctx_train = 0;
   int n_rot = 0;        // dimensions of each head RoPE rotates
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;
   RopeStyle rope_style = RopeStyle::kAdjacent;
+  FfnActivation ffn_act = FfnActivation::kSilu;
   bool tied_output = false;  // no output.weight: token_embd doubles as the LM head
   bool qkv_bias = false;     // blk.N.attn_{q,k,v}.bias (qwen2 always; llama when present)
+
+  // Gemma-style extras; the defaults are the plain llama computation.
+  float attn_scale = 0.0f;   // multiplies Q·K; set to 1/sqrt(head_dim) by ReadLlamaHParams
+  float embd_scale = 1.0f;   // multiplies the token embedding (Gemma: sqrt(n_embd))
+  bool qk_norm = false;      // RMSNorm over each Q and K head before RoPE (attn_{q,k}_norm)
+  bool post_norms = false;   // RMSNorm on the attention and FFN outputs before the residual add
+  float final_logit_softcap = 0.0f;  // logits = c·tanh(logits/c) when > 0
+  // Sliding-window (local) attention: a local layer at position p attends to
+  // positions (p − sliding_window, p]. Empty: every layer is global.
+  int sliding_window = 0;
+  std::vector<uint8_t> layer_is_local;  // [n_layer], 1 = local
+  float rope_freq_base_local = 10000.0f;  // RoPE base of local layers
+
+  int q_dim() const { return n_head * head_dim; }
+  int kv_dim() const { return n_head_kv * head_dim; }
+  bool IsLocalLayer(int l) const {
+    return !layer_is_local.empty() && layer_is_local[static_cast<size_t>(l)] != 0;
+  }
 };
 
 // A weight matrix of n_out rows, each n_in elements of `type`, row-major.
@@ -60,6 +92,9 @@ struct LlamaLayerWeights {
   WeightRef attn_norm, wq, wk, wv, wo;
   WeightRef bq, bk, bv;  // F32 vectors when hp.qkv_bias, else data == nullptr
   WeightRef ffn_norm, ffn_gate, ffn_up, ffn_down;
+  // F32 vectors when hp.qk_norm ([head_dim]) / hp.post_norms ([n_embd]), else data == nullptr.
+  WeightRef attn_q_norm, attn_k_norm;
+  WeightRef post_attention_norm, post_ffw_norm;
 };
 
 struct LlamaWeights {

@@ -10,7 +10,9 @@ namespace kx {
 namespace {
 
 // Control tokens that end a turn in the chat formats we know, besides EOS/EOT.
-constexpr std::string_view kEndOfTurnTokens[] = {"<|im_end|>", "<|endoftext|>", "<|eot_id|>"};
+// Gemma ends each turn with <end_of_turn> and its files name no EOT id.
+constexpr std::string_view kEndOfTurnTokens[] = {"<|im_end|>", "<|endoftext|>", "<|eot_id|>",
+                                                  "<end_of_turn>"};
 
 // Debian's Abseil has its own string_view type: heterogeneous lookups need it.
 absl::string_view Key(std::string_view s) { return absl::string_view(s.data(), s.size()); }

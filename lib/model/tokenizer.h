@@ -115,7 +115,8 @@ class Tokenizer {
   bool add_bos() const { return add_bos_; }
   bool add_eos() const { return add_eos_; }
   PreTokenizerKind pre_tokenizer() const { return pre_; }
-  // True for EOS, EOT and the control tokens <|im_end|>, <|endoftext|>, <|eot_id|>.
+  // True for EOS, EOT and the control tokens <|im_end|>, <|endoftext|>, <|eot_id|>,
+  // <end_of_turn> (Gemma).
   bool IsEndOfGeneration(int32_t id) const;
   // TokenType::kUndefined for out-of-range ids.
   TokenType token_type(int32_t id) const;

@@ -135,7 +135,15 @@ absl::Status WriteTinyModel(const std::string& path, const TinyModelSpec& s,
 
   TinyModelWeights local;
   TinyModelWeights& w = weights ? *weights : local;
-  const int kv_dim = s.n_embd / s.n_head * s.n_head_kv;
+  const bool gemma = s.arch == "gemma3";
+  const int head_dim = gemma && s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
+  const int kv_dim = head_dim * s.n_head_kv;
+  const int q_dim = head_dim * s.n_head;
+  if (gemma) {
+    g.SetU32(p + "attention.key_length", head_dim);
+    g.SetU32(p + "attention.value_length", head_dim);
+    if (s.sliding_window > 0) g.SetU32(p + "attention.sliding_window", s.sliding_window);
+  }
   const int vocab = 256;
   // Adds a matrix of n_out rows × n_in, stores the values the file holds.
   auto add_matrix = [&](const std::string& name, GgmlType type, int n_in, int n_out,
@@ -164,11 +172,14 @@ absl::Status WriteTinyModel(const std::string& path, const TinyModelSpec& s,
     *dst = RandomVec(rng, n, kBiasScale);
     return g.AddTensor(name, GgmlType::kF32, {n}, dst->data(), dst->size() * 4);
   };
-  auto add_norm = [&](const std::string& name, std::vector<float>* dst) -> absl::Status {
+  auto add_norm_n = [&](const std::string& name, int n, std::vector<float>* dst) -> absl::Status {
     std::uniform_real_distribution<float> dist(0.5f, 1.5f);
-    dst->resize(s.n_embd);
+    dst->resize(n);
     for (auto& x : *dst) x = dist(rng);
-    return g.AddTensor(name, GgmlType::kF32, {s.n_embd}, dst->data(), dst->size() * 4);
+    return g.AddTensor(name, GgmlType::kF32, {n}, dst->data(), dst->size() * 4);
+  };
+  auto add_norm = [&](const std::string& name, std::vector<float>* dst) -> absl::Status {
+    return add_norm_n(name, s.n_embd, dst);
   };
   const float in_scale = 1.0f / std::sqrt(static_cast<float>(s.n_embd));
   const float ff_scale = 1.0f / std::sqrt(static_cast<float>(s.n_ff));
@@ -182,7 +193,7 @@ absl::Status WriteTinyModel(const std::string& path, const TinyModelSpec& s,
     const std::string b = "blk." + std::to_string(l) + ".";
     auto& L = w.layers[l];
     KX_RETURN_IF_ERROR(add_norm(b + "attn_norm.weight", &L.attn_norm));
-    KX_RETURN_IF_ERROR(add_matrix(b + "attn_q.weight", s.weight_type, s.n_embd, s.n_embd, in_scale, &L.wq));
+    KX_RETURN_IF_ERROR(add_matrix(b + "attn_q.weight", s.weight_type, s.n_embd, q_dim, in_scale, &L.wq));
     KX_RETURN_IF_ERROR(add_matrix(b + "attn_k.weight", s.weight_type, s.n_embd, kv_dim, in_scale, &L.wk));
     KX_RETURN_IF_ERROR(add_matrix(b + "attn_v.weight", s.weight_type, s.n_embd, kv_dim, in_scale, &L.wv));
     if (s.qkv_bias) {
@@ -190,11 +201,17 @@ absl::Status WriteTinyModel(const std::string& path, const TinyModelSpec& s,
       KX_RETURN_IF_ERROR(add_bias(b + "attn_k.bias", kv_dim, &L.bk));
       KX_RETURN_IF_ERROR(add_bias(b + "attn_v.bias", kv_dim, &L.bv));
     }
-    KX_RETURN_IF_ERROR(add_matrix(b + "attn_output.weight", s.weight_type, s.n_embd, s.n_embd, in_scale, &L.wo));
+    KX_RETURN_IF_ERROR(add_matrix(b + "attn_output.weight", s.weight_type, q_dim, s.n_embd, in_scale, &L.wo));
     KX_RETURN_IF_ERROR(add_norm(b + "ffn_norm.weight", &L.ffn_norm));
     KX_RETURN_IF_ERROR(add_matrix(b + "ffn_gate.weight", s.weight_type, s.n_embd, s.n_ff, in_scale, &L.gate));
     KX_RETURN_IF_ERROR(add_matrix(b + "ffn_up.weight", s.weight_type, s.n_embd, s.n_ff, in_scale, &L.up));
     KX_RETURN_IF_ERROR(add_matrix(b + "ffn_down.weight", s.weight_type, s.n_ff, s.n_embd, ff_scale, &L.down));
+    if (gemma) {
+      KX_RETURN_IF_ERROR(add_norm_n(b + "attn_q_norm.weight", head_dim, &L.q_norm));
+      KX_RETURN_IF_ERROR(add_norm_n(b + "attn_k_norm.weight", head_dim, &L.k_norm));
+      KX_RETURN_IF_ERROR(add_norm(b + "post_attention_norm.weight", &L.post_attn_norm));
+      KX_RETURN_IF_ERROR(add_norm(b + "post_ffw_norm.weight", &L.post_ffw_norm));
+    }
   }
   return g.WriteFile(path);
 }
@@ -301,7 +318,7 @@ std::vector<std::vector<float>> ReferenceForward(const TinyModelSpec& s,
 }
 
 const std::vector<std::string>& ArchGoldenVariants() {
-  static const std::vector<std::string> variants = {"llama", "mistral", "qwen2"};
+  static const std::vector<std::string> variants = {"llama", "mistral", "qwen2", "gemma3"};
   return variants;
 }
 
@@ -339,6 +356,25 @@ TinyModelSpec ArchGoldenSpec(const std::string& variant) {
     s.rope_freq_base = 1000000.0f;
     s.rms_eps = 1e-6f;
     s.seed = 303;
+  } else if (variant == "gemma3") {
+    // Gemma 3's shape in small: heads wider than n_embd / n_head, one KV
+    // head, local layers with a window shorter than the 16 golden tokens.
+    // head_dim 256 because the attention scale is 1/sqrt(head_dim) and
+    // transformers takes 1/sqrt(query_pre_attn_scalar), which a GGUF does not
+    // carry (its default, 256, is head_dim in every Gemma 3 but the 27B).
+    s.arch = "gemma3";
+    s.name = "kairox-tiny-gemma3";
+    s.n_layer = 6;
+    s.n_head = 2;
+    s.n_head_kv = 1;
+    s.head_dim = 256;
+    s.sliding_window = 5;
+    s.weight_type = GgmlType::kF32;
+    s.embd_type = GgmlType::kF16;
+    s.tied_output = true;
+    s.rope_freq_base = 1000000.0f;
+    s.rms_eps = 1e-6f;
+    s.seed = 404;
   } else {
     s.arch.clear();
   }

@@ -28,6 +28,12 @@ struct TinyModelSpec {
   GgmlType embd_type = GgmlType::kQ8_0;    // token embedding (= LM head when tied)
   bool tied_output = true;
   uint64_t seed = 1234;
+  // arch "gemma3" only: the head width (written as attention.key_length and
+  // value_length; 0 = n_embd / n_head) and attention.sliding_window. gemma3
+  // files also get attn_{q,k}_norm and post_{attention,ffw}_norm tensors.
+  // ReferenceForward does not compute gemma3 (transformers is its reference).
+  int head_dim = 0;
+  int sliding_window = 0;
 };
 
 // The model's float weights as written (after quantization round trip), so a
@@ -37,6 +43,7 @@ struct TinyModelWeights {
   struct Layer {
     std::vector<float> attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
     std::vector<float> bq, bk, bv;  // empty without qkv_bias
+    std::vector<float> q_norm, k_norm, post_attn_norm, post_ffw_norm;  // gemma3 only
   };
   std::vector<Layer> layers;
 };
@@ -59,8 +66,9 @@ std::vector<std::vector<float>> ReferenceForward(const TinyModelSpec& spec,
                                                  const std::vector<int32_t>& tokens);
 
 // The models behind the transformers goldens (tests/golden/arch/): "llama",
-// "mistral" (a llama-architecture file, as llama.cpp writes Mistral 7B) and
-// "qwen2".
+// "mistral" (a llama-architecture file, as llama.cpp writes Mistral 7B),
+// "qwen2" and "gemma3" (6 layers: layer 5 global, the others local with a
+// 5-position window, so 16 tokens exercise the window).
 // Unknown variants give an empty arch.
 const std::vector<std::string>& ArchGoldenVariants();
 TinyModelSpec ArchGoldenSpec(const std::string& variant);

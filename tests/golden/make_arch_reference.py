@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Transformers goldens for tiny llama, Mistral and Qwen2 models (test_arch_golden).
+"""Transformers goldens for tiny llama, Mistral, Qwen2 and Gemma 3 models (test_arch_golden).
 
 Each model is written by kairox's own test writer, `kx_write_arch_model VARIANT PATH`
 (tests/engine/write_arch_model.cc; the specs are ArchGoldenSpec in tests/engine/tiny_model.cc:
@@ -19,6 +19,9 @@ Variants:
              (transformers would build Mistral itself only for general.name == "mistral",
              and then fails: gguf-py has no "mistral" architecture.)
     qwen2    arch "qwen2", Q/K/V biases, F32 weights, F16 tied head    -> Qwen2ForCausalLM
+    gemma3   arch "gemma3", 6 layers, head_dim 256 != n_embd/n_head, 1 KV head, sliding
+             window 5 (layer 5 global: transformers' default pattern of 6), QK-norm, post
+             norms, GeGLU, scaled embedding, F32 weights, F16 tied head -> Gemma3ForCausalLM
 
 Environment (a venv; never the system Python):
     python3 -m venv /tmp/venv-ref
@@ -53,6 +56,7 @@ VARIANTS = {
     "llama": "LlamaForCausalLM",
     "mistral": "MistralForCausalLM",
     "qwen2": "Qwen2ForCausalLM",
+    "gemma3": "Gemma3ForCausalLM",
 }
 # 16 byte-token ids, fixed; spread over the vocabulary, one repeat (attention to an
 # identical key at another position exercises RoPE's relative phase).

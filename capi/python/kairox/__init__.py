@@ -310,11 +310,17 @@ class Session:
     """One sequence (KV cache, token history, statistics) on a model."""
 
     def __init__(self, model: Model, n_ctx: int = 0, n_batch: int = 0, n_threads: int = 0,
-                 seed: int = 0xC0FFEE) -> None:
+                 seed: int = 0xC0FFEE, sidecar: Optional[str] = None, sparse: bool = True,
+                 sparsity: float = 0.0) -> None:
+        """sidecar: a kairox-prepare sidecar (None: <model>.kairox.gguf beside the model, if
+        present); sparse=False runs dense; sparsity 0 uses the sidecar's own level."""
         lib = C.lib()
         p = C.SessionParams()
         _check(lib.kx_session_params_init(ctypes.byref(p), ctypes.sizeof(p)))
         p.n_ctx, p.n_batch, p.n_threads, p.seed = n_ctx, n_batch, n_threads, seed
+        p.sidecar = sidecar.encode() if sidecar else None
+        p.sparse = 0 if sparse else 1
+        p.sparsity = sparsity
         h = ctypes.c_void_p()
         _check(lib.kx_session_create(model.handle, ctypes.byref(p), ctypes.byref(h)))
         self._handle: Optional[int] = h.value

@@ -1,0 +1,222 @@
+#include "engine/sparse_runtime.h"
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "base/log.h"
+#include "model/model.h"
+
+namespace kx {
+namespace {
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+}  // namespace
+
+SparseRuntime::~SparseRuntime() {
+  if (auto st = CloseTrace(); !st.ok()) Log().warn("trace: {}", std::string(st.message()));
+}
+
+absl::StatusOr<std::unique_ptr<SparseRuntime>> SparseRuntime::Create(
+    const Model& model, std::unique_ptr<const sparse::Sidecar> sidecar, const SparseConfig& config,
+    const cpu::KernelTable& kernels, int n_threads, int max_batch) {
+  if (sidecar == nullptr) return absl::InvalidArgumentError("SparseRuntime: no sidecar");
+  std::unique_ptr<SparseRuntime> r(new SparseRuntime());
+  const LlamaHParams& hp = model.hparams();
+  r->config_ = config;
+  r->kernels_ = &kernels;
+  r->n_layer_ = hp.n_layer;
+  r->n_embd_ = hp.n_embd;
+  r->n_ff_ = hp.n_ff;
+  r->gs_ = sidecar->group_size();
+  r->n_groups_ = hp.n_ff / r->gs_;
+  r->max_batch_ = max_batch;
+  r->act_ = hp.ffn_act;
+  r->sparsity_ = config.sparsity < 0.0f ? sidecar->sparsity() : config.sparsity;
+  KX_ASSIGN_OR_RETURN(r->thresholds_, sidecar->ThresholdsFor(r->sparsity_));
+  bool exact_level = false;
+  for (float v : sidecar->sparsity_levels()) exact_level |= std::fabs(v - r->sparsity_) < 1e-6f;
+  if (!exact_level) {
+    Log().warn("sparsity {:.2f} is not one of the sidecar's calibrated levels; using the nearest",
+               r->sparsity_);
+  }
+  int max_rank = 0;
+  r->logit_threshold_.resize(hp.n_layer);
+  r->bundles_.resize(hp.n_layer);
+  for (int l = 0; l < hp.n_layer; ++l) {
+    const sparse::Sidecar::Layer& L = sidecar->layer(l);
+    if (L.has_predictor) {
+      max_rank = std::max(max_rank, L.predictor.rank);
+      const float p = L.predictor.threshold;
+      r->logit_threshold_[l] = std::log(p / (1.0f - p));
+    }
+    r->bundles_[l].resize(r->n_groups_);
+    for (int g = 0; g < r->n_groups_; ++g) {
+      r->bundles_[l][g] = L.bundles + L.layout.bundle_stride * static_cast<uint64_t>(g);
+    }
+  }
+  r->mask_slot_ = static_cast<size_t>(max_batch) * r->n_groups_;
+  r->masks_.assign(2 * r->mask_slot_, 0);
+  r->hidden_.resize(std::max(max_rank, 1));
+  r->logits_.resize(hp.n_ff);
+  r->ffn_ = std::make_unique<sparse::SparseFfn>(kernels, hp.n_embd, hp.n_ff, n_threads);
+  r->groups_.resize(r->n_groups_);
+  r->group_masks_.resize(r->n_groups_);
+  r->kept_.resize(r->n_groups_);
+  r->stats_.n_ff = hp.n_ff;
+  r->sidecar_ = std::move(sidecar);
+
+  if (!config.trace_path.empty()) {
+    sparse::TraceHeader h;
+    h.n_ff.assign(hp.n_layer, static_cast<uint32_t>(hp.n_ff));
+    h.group_size = static_cast<uint32_t>(r->gs_);
+    h.sparsity = r->sparsity_;
+    h.metadata_json = absl::StrCat("{\"model\":\"", model.path(), "\",\"sidecar\":\"",
+                                   r->sidecar_->path(), "\",\"predictor\":",
+                                   config.use_predictor ? "true" : "false", "}");
+    KX_ASSIGN_OR_RETURN(r->trace_, sparse::TraceWriter::Create(config.trace_path, h));
+    const size_t words = (hp.n_ff + 63) / 64;
+    r->pred_bits_.resize(words);
+    r->actual_bits_.resize(words);
+  }
+  return r;
+}
+
+void SparseRuntime::ResetStats() {
+  const int64_t n_ff = stats_.n_ff;
+  stats_ = SparseStats{};
+  stats_.n_ff = n_ff;
+}
+
+absl::Status SparseRuntime::CloseTrace() {
+  if (trace_ == nullptr) return absl::OkStatus();
+  absl::Status st = trace_->Close();
+  trace_.reset();
+  return st;
+}
+
+void SparseRuntime::Predict(int layer, int n, const float* x) {
+  const sparse::Sidecar::Layer& L = sidecar_->layer(layer);
+  for (int b = 0; b < n; ++b) {
+    uint32_t* masks = Masks(layer, b);
+    if (!config_.use_predictor || !L.has_predictor) {
+      const uint32_t all = gs_ == 32 ? 0xffffffffu : ((1u << gs_) - 1);
+      for (int g = 0; g < n_groups_; ++g) masks[g] = all;
+      continue;
+    }
+    sparse::RunPredictor(L.predictor, *kernels_, x + static_cast<size_t>(b) * n_embd_,
+                         hidden_.data(), logits_.data());
+    const float thr = logit_threshold_[layer];
+    for (int g = 0; g < n_groups_; ++g) {
+      const float* lg = &logits_[static_cast<size_t>(g) * gs_];
+      uint32_t m = 0;
+      for (int j = 0; j < gs_; ++j) m |= static_cast<uint32_t>(lg[j] >= thr) << j;
+      masks[g] = m;
+    }
+  }
+}
+
+void SparseRuntime::OnFfnInput(int layer, int n, const float* x) {
+  if (layer == 0) Predict(0, n, x);
+  if (layer + 1 < n_layer_) Predict(layer + 1, n, x);
+}
+
+void SparseRuntime::OnActivations(int layer, int n, float* act) {
+  const sparse::Sidecar::Layer& L = sidecar_->layer(layer);
+  const float t = thresholds_[layer];
+  for (int b = 0; b < n; ++b) {
+    const uint32_t* masks = Masks(layer, b);
+    float* a = act + static_cast<size_t>(b) * n_ff_;
+    if (trace_ != nullptr) {
+      std::fill(pred_bits_.begin(), pred_bits_.end(), 0);
+      std::fill(actual_bits_.begin(), actual_bits_.end(), 0);
+    }
+    int64_t predicted = 0, kept = 0, actual = 0, missed = 0;
+    for (int i = 0; i < n_ff_; ++i) {
+      const int neuron = L.perm[i];
+      const bool pred = (masks[i / gs_] >> (i % gs_)) & 1u;
+      const bool above = std::fabs(a[neuron]) > t;
+      predicted += pred;
+      actual += above;
+      missed += above && !pred;
+      if (pred && above) {
+        ++kept;
+      } else {
+        a[neuron] = 0.0f;
+      }
+      if (trace_ != nullptr) {
+        pred_bits_[i >> 6] |= static_cast<uint64_t>(pred) << (i & 63);
+        actual_bits_[i >> 6] |= static_cast<uint64_t>(above) << (i & 63);
+      }
+    }
+    stats_.layer_tokens += 1;
+    stats_.predicted += predicted;
+    stats_.kept += kept;
+    stats_.actual += actual;
+    stats_.missed += missed;
+    if (trace_ != nullptr) {
+      if (auto st = trace_->AddLayer(step_ + b, layer, pred_bits_.data(), actual_bits_.data(),
+                                     nullptr);
+          !st.ok()) {
+        Log().warn("trace: {}; tracing stops", std::string(st.message()));
+        trace_.reset();
+      }
+    }
+  }
+}
+
+void SparseRuntime::RunBundles(int layer, const float* x, float* y, ThreadPool& pool) {
+  const sparse::Sidecar::Layer& L = sidecar_->layer(layer);
+  const uint32_t* masks = Masks(layer, 0);
+  int n_active = 0;
+  int64_t predicted = 0;
+  for (int g = 0; g < n_groups_; ++g) {
+    if (masks[g] == 0) continue;
+    groups_[n_active] = g;
+    group_masks_[n_active] = masks[g];
+    predicted += __builtin_popcount(masks[g]);
+    ++n_active;
+  }
+  sparse::SparseFfnArgs args;
+  args.layout = &L.layout;
+  args.bundles = bundles_[layer].data();
+  args.groups = groups_.data();
+  args.n_groups = n_active;
+  args.masks = group_masks_.data();
+  args.x = x;
+  args.act = act_;
+  args.threshold = thresholds_[layer];
+  args.y = y;
+  args.kept = kept_.data();
+  ffn_->Run(args, pool);
+  int64_t kept = 0;
+  for (int i = 0; i < n_active; ++i) kept += __builtin_popcount(kept_[i]);
+  stats_.layer_tokens += 1;
+  stats_.predicted += predicted;
+  stats_.kept += kept;
+}
+
+absl::StatusOr<std::unique_ptr<SparseRuntime>> LoadSparseRuntime(
+    const Model& model, const std::string& sidecar_path, const SparseConfig& config,
+    const cpu::KernelTable& kernels, int n_threads, int max_batch) {
+  std::string path = sidecar_path;
+  if (path.empty()) {
+    path = sparse::DefaultSidecarPath(model.path());
+    if (!FileExists(path)) return std::unique_ptr<SparseRuntime>();
+  }
+  KX_ASSIGN_OR_RETURN(std::unique_ptr<const sparse::Sidecar> sidecar,
+                      sparse::Sidecar::Open(path, model));
+  Log().info("sidecar {}: sparsity {:.2f}, group size {}, predictors {:.1f} MiB, bundles {:.1f} MiB",
+             path, config.sparsity < 0 ? sidecar->sparsity() : config.sparsity,
+             sidecar->group_size(), sidecar->PredictorBytes() / 1048576.0,
+             sidecar->BundleBytes() / 1048576.0);
+  return SparseRuntime::Create(model, std::move(sidecar), config, kernels, n_threads, max_batch);
+}
+
+}  // namespace kx

@@ -1,0 +1,123 @@
+// The engine's activation-sparse FFN: a sidecar's thresholds, predictors and
+// bundles applied to a session.
+//
+// Prediction is adjacent (KAIROX §5): while layer l's FFN input is at hand,
+// layer l+1's predictor runs on it, so layer l+1's active set is known one
+// layer ahead (what the hybrid runtime prefetches with); layer 0 is predicted
+// from its own FFN input. A neuron is computed iff predicted active, and kept
+// iff also |act(gate·x)| > t_l (CATS): so the predictor only ever loses
+// neurons the oracle (threshold alone) would keep.
+//
+// Two ways to run the same semantics:
+//   - decode (one token): SparseFfn over the sidecar's bundles — only the
+//     predicted rows are read;
+//   - batches (prefill, perplexity) and masked-dense mode: the dense FFN with
+//     inactive activations zeroed (OnActivations), the reference the sparse
+//     kernels are tested against.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "engine/ffn_hook.h"
+#include "kernels/cpu/kernels.h"
+#include "sparse/sidecar.h"
+#include "sparse/sparse_ffn.h"
+#include "sparse/trace.h"
+
+namespace kx {
+
+class Model;
+
+struct SparseConfig {
+  float sparsity = -1.0f;      // < 0: the sidecar's own
+  bool use_predictor = true;   // false: the oracle (threshold only; computes every neuron)
+  bool masked_dense = false;   // decode through masked-dense too (reference, tracing)
+  std::string trace_path;      // record predicted and actual sets per token and layer
+};
+
+// Counters since the last reset: neurons predicted and kept per layer-token.
+struct SparseStats {
+  int64_t layer_tokens = 0;
+  int64_t predicted = 0;  // neurons predicted active (computed)
+  int64_t kept = 0;       // neurons computed and above the threshold
+  int64_t actual = 0;     // neurons above the threshold (masked-dense only: needs every gate)
+  int64_t missed = 0;     // above the threshold but not predicted (masked-dense only)
+  int64_t n_ff = 0;
+};
+
+class SparseRuntime final : public FfnHook {
+ public:
+  static absl::StatusOr<std::unique_ptr<SparseRuntime>> Create(
+      const Model& model, std::unique_ptr<const sparse::Sidecar> sidecar,
+      const SparseConfig& config, const cpu::KernelTable& kernels, int n_threads, int max_batch);
+  ~SparseRuntime() override;
+
+  const sparse::Sidecar& sidecar() const { return *sidecar_; }
+  float sparsity() const { return sparsity_; }
+  const SparseConfig& config() const { return config_; }
+  // Whether a batch of n tokens runs the FFN on bundles (else masked-dense).
+  bool UsesBundles(int n_tokens) const {
+    return n_tokens == 1 && !config_.masked_dense && trace_ == nullptr;
+  }
+
+  // FfnHook: predicts layer l+1 (and layer 0 from its own input), and masks.
+  void OnFfnInput(int layer, int n, const float* x) override;
+  void OnActivations(int layer, int n, float* act) override;
+
+  // One token's FFN of `layer` over the bundles: y (n_embd) = the FFN output.
+  void RunBundles(int layer, const float* x, float* y, ThreadPool& pool);
+
+  // Called once per Eval batch so trace records carry the token's step.
+  void BeginBatch(int64_t first_step) { step_ = first_step; }
+
+  const SparseStats& stats() const { return stats_; }
+  void ResetStats();
+  // Flushes and closes the trace (also done by the destructor).
+  absl::Status CloseTrace();
+
+ private:
+  SparseRuntime() = default;
+  void Predict(int layer, int n, const float* x);
+  uint32_t* Masks(int layer, int b) {
+    return &masks_[static_cast<size_t>(layer & 1) * mask_slot_ +
+                   static_cast<size_t>(b) * n_groups_];
+  }
+
+  std::unique_ptr<const sparse::Sidecar> sidecar_;
+  SparseConfig config_;
+  const cpu::KernelTable* kernels_ = nullptr;
+  float sparsity_ = 0.0f;
+  FfnActivation act_ = FfnActivation::kSilu;
+  std::vector<float> thresholds_;       // per layer, at sparsity_
+  std::vector<float> logit_threshold_;  // per layer: logit(predictor threshold)
+  int n_layer_ = 0, n_embd_ = 0, n_ff_ = 0, gs_ = 0, n_groups_ = 0, max_batch_ = 0;
+  // Predicted-active masks, two layer slots × max_batch tokens × n_groups.
+  std::vector<uint32_t> masks_;
+  size_t mask_slot_ = 0;
+  std::vector<float> hidden_, logits_;  // predictor scratch
+  // Per layer, the bundle of each group (pointers into the sidecar).
+  std::vector<std::vector<const uint8_t*>> bundles_;
+  std::unique_ptr<sparse::SparseFfn> ffn_;
+  std::vector<int32_t> groups_;
+  std::vector<uint32_t> group_masks_;
+  std::vector<uint32_t> kept_;
+  SparseStats stats_;
+  // Tracing.
+  std::unique_ptr<sparse::TraceWriter> trace_;
+  std::vector<uint64_t> pred_bits_, actual_bits_;
+  int64_t step_ = 0;
+};
+
+// Loads the sidecar for `model` (explicit path, or the default beside the
+// model when `path` is empty and that file exists: returns null when there is
+// none) and creates the runtime.
+absl::StatusOr<std::unique_ptr<SparseRuntime>> LoadSparseRuntime(
+    const Model& model, const std::string& sidecar_path, const SparseConfig& config,
+    const cpu::KernelTable& kernels, int n_threads, int max_batch);
+
+}  // namespace kx
