@@ -24,4 +24,4 @@ if [[ ! -x $venv/bin/pytest ]]; then
 fi
 "$venv/bin/pip" install -q --no-build-isolation --no-deps ./capi/python
 KAIROX_LIBRARY="$PWD/build/lib/libkairox.so" KAIROX_TINY_WRITER="$PWD/build/tests/kx_write_tiny_model" \
-  KAIROX_TEST_MODEL="$model" "$venv/bin/python" -m pytest -q tests/python
+  KAIROX_SIDECAR_AUTO=0 KAIROX_TEST_MODEL="$model" "$venv/bin/python" -m pytest -q tests/python

@@ -84,6 +84,7 @@ void PrintUsage(std::FILE* out) {
                "                         with split (dnnl) or single bf16 activations (dnnl-fast)\n"
                "                         (default: $KAIROX_PREFILL, else the engine's)\n"
                "      --no-dense         with a sidecar: skip the dense tg run beside the sparse one\n"
+               "      --kv-type f16|q8_0 KV cache element type (default f16)\n"
                "  -h, --help             this help\n"
                "      --version          print the version\n"
                "%s", cli::kSparseUsage);
@@ -95,7 +96,7 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv, bool& exit_now) {
   cli::Args args(argc, argv,
                  {"-m", "--model", "-t", "--threads", "-p", "--n-prompt", "-n", "--n-gen", "-r",
                   "--repetitions", "-d", "--n-depth", "-b", "--batch-size", "-o", "--output",
-                  "--prefill", "--sidecar", "--sparsity", "--trace"},
+                  "--prefill", "--sidecar", "--sparsity", "--trace", "--kv-type"},
                  cli::WithSparse({"-h", "--help", "--version", "--e2e", "--no-dense"}, true));
   Args a;
   exit_now = false;
@@ -122,6 +123,12 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv, bool& exit_now) {
   a.e2e = args.Has("--e2e");
   a.compare_dense = !args.Has("--no-dense");
   cli::ApplySparseArgs(args, &a.engine);
+  const std::string kv_type = args.Str("--kv-type", "--kv-type", "f16");
+  if (kv_type == "q8_0") {
+    a.engine.kv_type = EngineOptions::KvType::kQ8_0;
+  } else if (kv_type != "f16") {
+    args.Fail("--kv-type expects f16 or q8_0, got '" + kv_type + "'");
+  }
   // The engine lets KAIROX_PREFILL override its options: the default here
   // too, so the ceiling matches the path that runs.
   const char* env_prefill = std::getenv("KAIROX_PREFILL");

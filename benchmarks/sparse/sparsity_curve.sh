@@ -9,25 +9,26 @@
 #
 #   benchmarks/sparse/sparsity_curve.sh [-m MODEL] [-f TEXT] [-l "0.5 0.6 0.7 0.8 0.9"]
 #                                       [-c CTX] [-k CHUNKS] [-t THREADS] [-o DIR]
+#                                       [-n TG_TOKENS] [-r REPS] [-T CALIBRATION_TOKENS]
 set -euo pipefail
 here="$(cd "$(dirname "$0")/../.." && pwd)"
 bin="${KAIROX_BIN:-$here/build/bin}"
 model="${KAIROX_MODEL:-$HOME/.cache/kairox/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
 text="$here/../shared/data/text/austen/persuasion.txt"
 levels="0.5 0.6 0.7 0.8 0.9"
-ctx=256; chunks=16; threads=2; out="${TMPDIR:-/tmp}/kairox-curve"; tg=64; reps=3
-while getopts "m:f:l:c:k:t:o:n:r:" opt; do
+ctx=256; chunks=16; threads=2; out="${TMPDIR:-/tmp}/kairox-curve"; tg=64; reps=3; tokens=8192
+while getopts "m:f:l:c:k:t:o:n:r:T:" opt; do
   case "$opt" in
     m) model="$OPTARG" ;; f) text="$OPTARG" ;; l) levels="$OPTARG" ;; c) ctx="$OPTARG" ;;
     k) chunks="$OPTARG" ;; t) threads="$OPTARG" ;; o) out="$OPTARG" ;; n) tg="$OPTARG" ;;
-    r) reps="$OPTARG" ;;
+    r) reps="$OPTARG" ;; T) tokens="$OPTARG" ;;
     *) echo "usage: $0 [-m MODEL] [-f TEXT] [-l LEVELS] [-c CTX] [-k CHUNKS] [-t THREADS] [-o DIR]" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$out"
 ppl() { "$bin/kairox-perplexity" -m "$model" -f "$text" -c "$ctx" --chunks "$chunks" -t "$threads" "$@" 2>/dev/null | tail -1 | awk '{print $3}'; }
-tgs() { "$bin/kairox-bench" -m "$model" -t "$threads" -p 0 -n "$tg" -r "$reps" -o json "$@" 2>/dev/null \
-          | python3 -c 'import json,sys; d=json.load(sys.stdin); r=[x for x in d["results"] if x["test"].startswith("tg")][0]; print("%.1f" % r["avg_ts"])'; }
+tgs() { "$bin/kairox-bench" -m "$model" -t "$threads" -p 0 -n "$tg" -r "$reps" -o json --no-dense "$@" 2>/dev/null \
+          | python3 -c 'import json,sys; d=json.load(sys.stdin); r=[x for x in d if x["kx_test"].startswith("tg")][-1]; print("%.1f" % r["avg_ts"])'; }
 
 dense_ppl=$(ppl --no-sparse)
 dense_tg=$(tgs --no-sparse)
@@ -38,7 +39,7 @@ echo "|---|---|---|---|---|---|---|"
 echo "| 0 (dense) | $dense_ppl | $dense_ppl | 0 % | $dense_tg | – | – |"
 for s in $levels; do
   sc="$out/sidecar-$s.kairox.gguf"
-  [ -f "$sc" ] || "$bin/kairox-prepare" -m "$model" -o "$sc" --sparsity "$s" -t "$threads" > "$out/prepare-$s.txt"
+  [ -f "$sc" ] || "$bin/kairox-prepare" -m "$model" -o "$sc" --sparsity "$s" --tokens "$tokens" -t "$threads" > "$out/prepare-$s.txt"
   o=$(ppl --sidecar "$sc" --oracle)
   p=$(ppl --sidecar "$sc")
   t=$(tgs --sidecar "$sc")

@@ -34,6 +34,7 @@ constexpr const char* kUsage = R"(usage: kairox-cli [options]
   -n, --n-predict N       tokens to generate (default 128; -1 = until end of generation)
   -t, --threads N         threads (default: all available cores)
   -c, --ctx-size N        context size (default: min(trained, 4096))
+      --kv-type T         KV cache element type: f16 (default) or q8_0
   -s, --seed N            sampling seed (default 42)
       --temp T            temperature (default 0.8; 0 = greedy)
       --top-k N           top-k (default 40; 0 = off)
@@ -66,7 +67,7 @@ int main(int argc, char** argv) {
       {"-m", "--model", "-p", "--prompt", "-f", "--file", "-n", "--n-predict", "-t", "--threads",
        "-c", "--ctx-size", "-s", "--seed", "--temp", "--top-k", "--top-p", "--min-p",
        "--repeat-penalty", "--repeat-last-n", "--logit-bias", "--stop", "--sidecar",
-       "--sparsity", "--trace"},
+       "--sparsity", "--trace", "--kv-type"},
       kx::cli::WithSparse({"--chat", "--info", "--all-tensors", "--verbose", "-h", "--help",
                            "--version", "--no-mmap", "--mlock"},
                           true));
@@ -103,6 +104,12 @@ int main(int argc, char** argv) {
   if (!args.ok()) return Fail(args.error());
   opts.n_threads = static_cast<int>(args.Int("-t", "--threads", 0));
   opts.n_ctx = static_cast<int>(args.Int("-c", "--ctx-size", 0));
+  const std::string kv_type = args.Str("--kv-type", "", "f16");
+  if (kv_type == "q8_0") {
+    opts.kv_type = kx::EngineOptions::KvType::kQ8_0;
+  } else if (kv_type != "f16") {
+    return Fail("--kv-type expects f16 or q8_0, got '" + kv_type + "'");
+  }
   kx::SamplerParams sp;
   sp.seed = static_cast<uint64_t>(args.Int("-s", "--seed", 42));
   sp.temperature = static_cast<float>(args.Float("--temp", "", sp.temperature));

@@ -77,6 +77,14 @@ struct VecKernels {
   // n_rows calls of axpy_f16): attention weights times the values of one head.
   void (*axpy_f16_rows)(const float* coeff, const uint16_t* rows, size_t stride, int64_t n_rows,
                         float* y, int64_t n);
+  // The Q8_0 KV cache (EngineOptions::KvType::kQ8_0): rows of n elements (n a
+  // multiple of 32) as ggml Q8_0 blocks, row t at rows + t·stride_bytes.
+  // dst[t] = Σ_blocks d·Σ_j q[j]·x[j] (the scores of one head's keys).
+  void (*dot_q8_0_rows)(const uint8_t* rows, size_t stride_bytes, int64_t n_rows, const float* x,
+                        int64_t n, float* dst);
+  // y[i] += Σ_t coeff[t]·row_t[i], rows in order (the values of one head).
+  void (*axpy_q8_0_rows)(const float* coeff, const uint8_t* rows, size_t stride_bytes,
+                         int64_t n_rows, float* y, int64_t n);
 };
 
 // The sparse FFN's down projection over the rows of ffn_down_t (one row per

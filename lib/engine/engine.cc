@@ -86,9 +86,21 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
   impl->kernels = &cpu::Kernels();
   impl->kv_dim = hp.kv_dim();
 
-  const size_t kv_elems = static_cast<size_t>(hp.n_layer) * impl->n_ctx * impl->kv_dim;
-  impl->k_cache.assign(kv_elems, 0);
-  impl->v_cache.assign(kv_elems, 0);
+  impl->kv_type = options.kv_type;
+  if (options.kv_type == EngineOptions::KvType::kQ8_0) {
+    if (hp.head_dim % kQ8_0BlockElems != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "KV cache type q8_0 needs head_dim a multiple of ", kQ8_0BlockElems,
+          "; this model's head_dim is ", hp.head_dim, " (use the f16 KV cache)"));
+    }
+    impl->kv_row_bytes =
+        static_cast<size_t>(impl->kv_dim / kQ8_0BlockElems) * kQ8_0BlockBytes;
+  } else {
+    impl->kv_row_bytes = static_cast<size_t>(impl->kv_dim) * sizeof(uint16_t);
+  }
+  const size_t kv_bytes = static_cast<size_t>(hp.n_layer) * impl->n_ctx * impl->kv_row_bytes;
+  impl->k_cache.assign(kv_bytes, 0);
+  impl->v_cache.assign(kv_bytes, 0);
 
   const size_t B = impl->n_batch;
   const size_t d = hp.n_embd, ff = hp.n_ff, kvd = impl->kv_dim, qd = hp.q_dim();
@@ -209,7 +221,7 @@ uint64_t Engine::WeightBytesPerToken() const { return impl_->model->WeightBytesP
 
 uint64_t Engine::KvBytesPerToken() const {
   const Impl& m = *impl_;
-  return 2ull * sizeof(uint16_t) * m.hp.n_layer * static_cast<uint64_t>(m.kv_dim) * m.n_past;
+  return 2ull * m.hp.n_layer * static_cast<uint64_t>(m.kv_row_bytes) * m.n_past;
 }
 
 double Engine::FlopsPerToken() const { return impl_->model->FlopsPerToken(); }

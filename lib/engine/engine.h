@@ -32,6 +32,12 @@ struct EngineOptions {
   int n_ctx = 0;        // 0: min(model's trained context, 4096)
   int n_batch = 64;     // tokens per prefill batch
 
+  // KV cache element type. kQ8_0 stores each head's row of K and V as ggml
+  // Q8_0 blocks (34 bytes per 32 values, 0.53× the F16 bytes; logits move
+  // slightly: tests/engine/test_kv_q8.cc). Needs head_dim a multiple of 32.
+  enum class KvType { kF16, kQ8_0 };
+  KvType kv_type = KvType::kF16;
+
   // Batched linear ops (prefill) through oneDNN's bf16 matmul (engine/dnnl_linear.h)
   // on CPUs with AVX-512 BF16 or AMX; elsewhere, and for batches smaller than
   // dnnl_min_batch, the native quantized kernels. Weights are converted to bf16

@@ -16,6 +16,11 @@
 
 namespace kx {
 
+// ggml's Q8_0 block (kernels/cpu/internal.h BlockQ8_0): an f16 scale and 32
+// int8, the unit of the Q8_0 KV cache.
+inline constexpr int kQ8_0BlockElems = 32;
+inline constexpr size_t kQ8_0BlockBytes = 34;
+
 // The ops the profile distinguishes, in forward order.
 enum class Op : int {
   kEmbed,
@@ -50,9 +55,13 @@ struct Engine::Impl {
   int n_past = 0;
   int64_t kv_dim = 0;
 
-  // KV cache in F16, [layer][position][kv_dim].
-  std::vector<uint16_t> k_cache;
-  std::vector<uint16_t> v_cache;
+  // KV cache, [layer][position][kv_dim] as bytes: kv_row_bytes per position
+  // (one layer's K or V), F16 values or, with KvType::kQ8_0, each head's
+  // head_dim values as Q8_0 blocks.
+  EngineOptions::KvType kv_type = EngineOptions::KvType::kF16;
+  size_t kv_row_bytes = 0;
+  std::vector<uint8_t> k_cache;
+  std::vector<uint8_t> v_cache;
 
   // Scratch for one batch of up to n_batch tokens (row b at b·width).
   std::vector<float> x, xn, q, k, v, attn, ffo, gate, up;  // q, attn: q_dim wide

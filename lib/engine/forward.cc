@@ -11,9 +11,14 @@
 #include "base/log.h"
 #include "base/timer.h"
 #include "engine/engine_impl.h"
+#include "kernels/cpu/quantize.h"
 
 namespace kx {
 namespace {
+
+// The F16 KV cache's rows, stored as bytes (engine_impl.h: the same buffer
+// holds Q8_0 blocks with KvType::kQ8_0); offsets are always even.
+uint16_t* KvF16(uint8_t* p) { return reinterpret_cast<uint16_t*>(p); }
 
 // Rows per unit when splitting a linear op across threads: keeps the kernels'
 // multi-row inner loops full.
@@ -267,8 +272,9 @@ void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit,
     const LlamaLayerWeights& L = w.layers[l];
     const auto* attn_norm = reinterpret_cast<const float*>(L.attn_norm.data);
     const auto* ffn_norm = reinterpret_cast<const float*>(L.ffn_norm.data);
-    uint16_t* kc = k_cache.data() + static_cast<size_t>(l) * n_ctx * kvd;
-    uint16_t* vc = v_cache.data() + static_cast<size_t>(l) * n_ctx * kvd;
+    uint8_t* kc = k_cache.data() + static_cast<size_t>(l) * n_ctx * kv_row_bytes;
+    uint8_t* vc = v_cache.data() + static_cast<size_t>(l) * n_ctx * kv_row_bytes;
+    const bool kv_q8 = kv_type == EngineOptions::KvType::kQ8_0;
     const bool local = hp.IsLocalLayer(l);
     // Keys a query at position p sees: (p − window, p]; all of [0, p] when global.
     const int window = local ? hp.sliding_window : n_ctx;
@@ -317,8 +323,18 @@ void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit,
           RopeHead(&k[b * kvd + h * hd], ct, st, hp.n_rot, hp.rope_style);
         }
         const size_t pos = static_cast<size_t>(n_past + b);
-        vec.f32_to_f16(&k[b * kvd], kc + pos * kvd, kvd);
-        vec.f32_to_f16(&v[b * kvd], vc + pos * kvd, kvd);
+        if (kv_q8) {
+          // Quantize-on-write; heads are whole blocks (head_dim % 32 == 0,
+          // checked at load), so each head's row is its own run of blocks.
+          const absl::Status ks = cpu::QuantizeRow(GgmlType::kQ8_0, &k[b * kvd], kvd,
+                                                   kc + pos * kv_row_bytes);
+          const absl::Status vs = cpu::QuantizeRow(GgmlType::kQ8_0, &v[b * kvd], kvd,
+                                                   vc + pos * kv_row_bytes);
+          KX_CHECK_MSG(ks.ok() && vs.ok(), "Q8_0 KV quantization failed");
+        } else {
+          vec.f32_to_f16(&k[b * kvd], KvF16(kc + pos * kv_row_bytes), kvd);
+          vec.f32_to_f16(&v[b * kvd], KvF16(vc + pos * kv_row_bytes), kvd);
+        }
       }
     }
     {
@@ -333,8 +349,15 @@ void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit,
           const int first_key = std::max(0, pos + 1 - window);
           const int n_keys = pos + 1 - first_key;
           const float* qh = &q[b * qd + h * hd];
-          const size_t key0 = static_cast<size_t>(first_key) * kvd + kvh * hd;
-          vec.dot_f16_rows(kc + key0, kvd, n_keys, qh, hd, sc);
+          // Byte offset of the first key's head row (a head is whole Q8_0
+          // blocks, so its offset scales like the row).
+          const size_t key0 = static_cast<size_t>(first_key) * kv_row_bytes +
+                              static_cast<size_t>(kvh) * hd * kv_row_bytes / kvd;
+          if (kv_q8) {
+            vec.dot_q8_0_rows(kc + key0, kv_row_bytes, n_keys, qh, hd, sc);
+          } else {
+            vec.dot_f16_rows(KvF16(kc + key0), kvd, n_keys, qh, hd, sc);
+          }
           float max_s = -INFINITY;
           for (int t = 0; t < n_keys; ++t) {
             sc[t] *= attn_scale;
@@ -349,7 +372,11 @@ void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit,
           for (int t = 0; t < n_keys; ++t) sc[t] *= inv;
           float* out = &attn[b * qd + h * hd];
           std::memset(out, 0, sizeof(float) * hd);
-          vec.axpy_f16_rows(sc, vc + key0, kvd, n_keys, out, hd);
+          if (kv_q8) {
+            vec.axpy_q8_0_rows(sc, vc + key0, kv_row_bytes, n_keys, out, hd);
+          } else {
+            vec.axpy_f16_rows(sc, KvF16(vc + key0), kvd, n_keys, out, hd);
+          }
         }
       });
     }

@@ -115,7 +115,8 @@ class SparseRuntime final : public FfnHook {
 
 // Loads the sidecar for `model` (explicit path, or the default beside the
 // model when `path` is empty and that file exists: returns null when there is
-// none) and creates the runtime.
+// none, or when the environment says KAIROX_SIDECAR_AUTO=0) and creates the
+// runtime.
 absl::StatusOr<std::unique_ptr<SparseRuntime>> LoadSparseRuntime(
     const Model& model, const std::string& sidecar_path, const SparseConfig& config,
     const cpu::KernelTable& kernels, int n_threads, int max_batch);

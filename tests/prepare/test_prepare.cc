@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -137,6 +138,22 @@ TEST_CASE("prepare writes a sidecar the engine loads, with a report per layer") 
   CHECK((*sc)->sparsity() == Approx(0.5f));
   CHECK((*sc)->layer(0).has_predictor);
   CHECK((*sc)->layer(0).layout.down_type == kx::GgmlType::kQ8_0);
+
+  // Found beside the model without being named (unless the environment says
+  // not to, as the test suite's does).
+  REQUIRE(kx::sparse::DefaultSidecarPath(p.model) == p.sidecar);
+  {
+    kx::EngineOptions eo;
+    eo.n_threads = 2;
+    ::setenv("KAIROX_SIDECAR_AUTO", "1", 1);
+    auto found = kx::Engine::Load(p.model, eo);
+    REQUIRE(found.ok());
+    CHECK((*found)->sparse() != nullptr);
+    ::setenv("KAIROX_SIDECAR_AUTO", "0", 1);
+    auto ignored = kx::Engine::Load(p.model, eo);
+    REQUIRE(ignored.ok());
+    CHECK((*ignored)->sparse() == nullptr);
+  }
 
   auto e = Load(p, {});
   REQUIRE(e->sparse() != nullptr);

@@ -66,13 +66,59 @@ void DotF16Rows(const uint16_t* rows, size_t stride, int64_t n_rows, const float
   for (int64_t t = 0; t < n_rows; ++t) dst[t] = DotF16F32(rows + t * stride, x, n);
 }
 
-void AxpyF16Rows(const float* coeff, const uint16_t* rows, size_t stride, int64_t n_rows,
-                 float* y, int64_t n) {
+void AxpyF16Rows(const float* coeff, const uint16_t* rows, size_t stride, int64_t n_rows, float* y,
+                 int64_t n) {
   for (int64_t t = 0; t < n_rows; ++t) AxpyF16(coeff[t], rows + t * stride, y, n);
+}
+
+// Q8_0 KV rows: a block is 32 int8 = four 8-lane quarters widened to float;
+// the block's products are scaled by its d into one accumulator per row.
+// d through F16C inline (_cvtsh_ss): HalfToFloat is an out-of-line call.
+__m256 Q8Quarter(const int8_t* qs) {
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs))));
+}
+
+void DotQ8_0Rows(const uint8_t* rows, size_t stride, int64_t n_rows, const float* x, int64_t n,
+                 float* dst) {
+  const int64_t nb = n / kQK;
+  for (int64_t t = 0; t < n_rows; ++t) {
+    const uint8_t* row = rows + t * stride;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = row + b * sizeof(BlockQ8_0);
+      const auto* qs = reinterpret_cast<const int8_t*>(blk + offsetof(BlockQ8_0, qs));
+      const float* xb = x + b * kQK;
+      __m256 s0 = _mm256_mul_ps(Q8Quarter(qs), _mm256_loadu_ps(xb));
+      __m256 s1 = _mm256_mul_ps(Q8Quarter(qs + kLanes), _mm256_loadu_ps(xb + kLanes));
+      s0 = _mm256_fmadd_ps(Q8Quarter(qs + 2 * kLanes), _mm256_loadu_ps(xb + 2 * kLanes), s0);
+      s1 = _mm256_fmadd_ps(Q8Quarter(qs + 3 * kLanes), _mm256_loadu_ps(xb + 3 * kLanes), s1);
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(LoadU16(blk))), _mm256_add_ps(s0, s1), acc);
+    }
+    dst[t] = HSum(acc);
+  }
+}
+
+void AxpyQ8_0Rows(const float* coeff, const uint8_t* rows, size_t stride, int64_t n_rows, float* y,
+                  int64_t n) {
+  const int64_t nb = n / kQK;
+  for (int64_t t = 0; t < n_rows; ++t) {
+    const uint8_t* row = rows + t * stride;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = row + b * sizeof(BlockQ8_0);
+      const auto* qs = reinterpret_cast<const int8_t*>(blk + offsetof(BlockQ8_0, qs));
+      const __m256 s = _mm256_set1_ps(coeff[t] * _cvtsh_ss(LoadU16(blk)));
+      float* yb = y + b * kQK;
+      for (int k = 0; k < kQK; k += kLanes) {
+        _mm256_storeu_ps(yb + k, _mm256_fmadd_ps(s, Q8Quarter(qs + k), _mm256_loadu_ps(yb + k)));
+      }
+    }
+  }
 }
 
 }  // namespace
 
-const VecKernels kVec = {&DotF16F32, &AxpyF16, &F32ToF16, &DotF32, &DotF16Rows, &AxpyF16Rows};
+const VecKernels kVec = {&DotF16F32,  &AxpyF16,     &F32ToF16,    &DotF32,
+                         &DotF16Rows, &AxpyF16Rows, &DotQ8_0Rows, &AxpyQ8_0Rows};
 
 }  // namespace kx::cpu::avx2

@@ -74,8 +74,52 @@ void AxpyF16Rows(const float* coeff, const uint16_t* rows, size_t stride, int64_
   for (int64_t t = 0; t < n_rows; ++t) AxpyF16(coeff[t], rows + t * stride, y, n);
 }
 
+// Q8_0 KV rows: a block is 32 int8 = two 16-lane halves widened to float;
+// the block's products are scaled by its d into one accumulator per row.
+// d through F16C inline (_cvtsh_ss): HalfToFloat is an out-of-line call.
+__m512 Q8Half(const int8_t* qs) {
+  return _mm512_cvtepi32_ps(
+      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs))));
+}
+
+void DotQ8_0Rows(const uint8_t* rows, size_t stride, int64_t n_rows, const float* x, int64_t n,
+                 float* dst) {
+  const int64_t nb = n / kQK;
+  for (int64_t t = 0; t < n_rows; ++t) {
+    const uint8_t* row = rows + t * stride;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = row + b * sizeof(BlockQ8_0);
+      const auto* qs = reinterpret_cast<const int8_t*>(blk + offsetof(BlockQ8_0, qs));
+      const __m512 s = _mm512_fmadd_ps(
+          Q8Half(qs), _mm512_loadu_ps(x + b * kQK),
+          _mm512_mul_ps(Q8Half(qs + kLanes), _mm512_loadu_ps(x + b * kQK + kLanes)));
+      acc = _mm512_fmadd_ps(_mm512_set1_ps(_cvtsh_ss(LoadU16(blk))), s, acc);
+    }
+    dst[t] = _mm512_reduce_add_ps(acc);
+  }
+}
+
+void AxpyQ8_0Rows(const float* coeff, const uint8_t* rows, size_t stride, int64_t n_rows, float* y,
+                  int64_t n) {
+  const int64_t nb = n / kQK;
+  for (int64_t b = 0; b < nb; ++b) {  // y's block stays in registers across the rows
+    __m512 y0 = _mm512_loadu_ps(y + b * kQK), y1 = _mm512_loadu_ps(y + b * kQK + kLanes);
+    for (int64_t t = 0; t < n_rows; ++t) {
+      const uint8_t* blk = rows + t * stride + b * sizeof(BlockQ8_0);
+      const auto* qs = reinterpret_cast<const int8_t*>(blk + offsetof(BlockQ8_0, qs));
+      const __m512 s = _mm512_set1_ps(coeff[t] * _cvtsh_ss(LoadU16(blk)));
+      y0 = _mm512_fmadd_ps(s, Q8Half(qs), y0);
+      y1 = _mm512_fmadd_ps(s, Q8Half(qs + kLanes), y1);
+    }
+    _mm512_storeu_ps(y + b * kQK, y0);
+    _mm512_storeu_ps(y + b * kQK + kLanes, y1);
+  }
+}
+
 }  // namespace
 
-const VecKernels kVec = {&DotF16F32, &AxpyF16, &F32ToF16, &DotF32, &DotF16Rows, &AxpyF16Rows};
+const VecKernels kVec = {&DotF16F32,  &AxpyF16,     &F32ToF16,    &DotF32,
+                         &DotF16Rows, &AxpyF16Rows, &DotQ8_0Rows, &AxpyQ8_0Rows};
 
 }  // namespace kx::cpu::avx512
