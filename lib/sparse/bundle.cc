@@ -84,8 +84,14 @@ absl::StatusOr<BundleLayout> MakeBundleLayout(int64_t n_embd, int64_t n_ff, int 
 }
 
 GgmlType DefaultDownType(GgmlType model_down_type, int64_t n_embd) {
+  // down_t is the model's ffn_down dequantized and re-quantized along the
+  // other axis, so a 4/5-bit type would carry two rounding errors: on
+  // SmolLM2-135M (Q4_1) that cost +5.2 % perplexity, Q8_0 rows +0.25 %
+  // (docs/sparsity.md). 8-bit and float types are kept as they are.
+  const bool wide = model_down_type == GgmlType::kQ8_0 || model_down_type == GgmlType::kF16 ||
+                    model_down_type == GgmlType::kBF16 || model_down_type == GgmlType::kF32;
   const TypeInfo& info = GetTypeInfo(model_down_type);
-  if (cpu::CanQuantize(model_down_type) && n_embd > 0 && n_embd % info.block_size == 0) {
+  if (wide && cpu::CanQuantize(model_down_type) && n_embd > 0 && n_embd % info.block_size == 0) {
     return model_down_type;
   }
   // Q8_0 needs whole 32-element blocks; F16 takes any width.

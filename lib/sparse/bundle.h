@@ -51,8 +51,9 @@ absl::StatusOr<BundleLayout> MakeBundleLayout(int64_t n_embd, int64_t n_ff, int 
                                               GgmlType up, GgmlType gate, GgmlType down);
 
 // The down_t type for a model whose ffn_down is `model_down_type`: that type
-// when n_embd is whole blocks of it and QuantizeRow writes it, else Q8_0
-// (F16 when n_embd is not whole Q8_0 blocks either).
+// when it is 8-bit or float (Q8_0, F16, BF16, F32) and n_embd is whole blocks
+// of it; otherwise Q8_0 (F16 when n_embd is not whole 32-blocks either):
+// re-quantizing a 4/5-bit type along the other axis doubles its rounding error.
 GgmlType DefaultDownType(GgmlType model_down_type, int64_t n_embd);
 
 // Writes all n_groups bundles to dst (n_groups·bundle_stride bytes). perm has

@@ -79,8 +79,10 @@ TEST_CASE("MakeBundleLayout refuses bad shapes and types by name", "[sparse][bun
   }
 }
 
-TEST_CASE("DefaultDownType keeps the model's type where it can", "[sparse][bundle]") {
-  CHECK(sparse::DefaultDownType(GgmlType::kQ4_1, 576) == GgmlType::kQ4_1);
+TEST_CASE("DefaultDownType keeps 8-bit and float types, widens 4/5-bit ones", "[sparse][bundle]") {
+  CHECK(sparse::DefaultDownType(GgmlType::kQ4_1, 576) == GgmlType::kQ8_0);
+  CHECK(sparse::DefaultDownType(GgmlType::kQ5_0, 640) == GgmlType::kQ8_0);
+  CHECK(sparse::DefaultDownType(GgmlType::kBF16, 576) == GgmlType::kBF16);
   CHECK(sparse::DefaultDownType(GgmlType::kQ8_0, 576) == GgmlType::kQ8_0);
   CHECK(sparse::DefaultDownType(GgmlType::kQ4_K, 2048) == GgmlType::kQ8_0);  // no quantizer
   CHECK(sparse::DefaultDownType(GgmlType::kQ6_K, 640) == GgmlType::kQ8_0);
