@@ -54,8 +54,7 @@ absl::StatusOr<std::unique_ptr<SparseRuntime>> SparseRuntime::Create(
     const sparse::Sidecar::Layer& L = sidecar->layer(l);
     if (L.has_predictor) {
       max_rank = std::max(max_rank, L.predictor.rank);
-      const float p = L.predictor.threshold;
-      r->logit_threshold_[l] = std::log(p / (1.0f - p));
+      r->logit_threshold_[l] = sparse::ThresholdLogit(L.predictor.threshold);
     }
     r->bundles_[l].resize(r->n_groups_);
     for (int g = 0; g < r->n_groups_; ++g) {

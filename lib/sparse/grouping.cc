@@ -384,7 +384,7 @@ absl::StatusOr<std::vector<int32_t>> GroupNeurons(const Coactivation& c, int gro
   return absl::InvalidArgumentError("unknown grouping method");
 }
 
-absl::Status ValidatePermutation(const std::vector<int32_t>& perm, int n) {
+absl::Status ValidatePermutation(std::span<const int32_t> perm, int n) {
   if (static_cast<int64_t>(perm.size()) != n) {
     return absl::InvalidArgumentError(
         absl::StrCat("permutation has ", perm.size(), " entries, expected ", n));

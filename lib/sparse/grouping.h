@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "base/status.h"
@@ -118,7 +119,7 @@ GroupingQuality EvaluateGrouping(const std::vector<int32_t>& perm, int group_siz
 
 // Checks that `perm` is a permutation of [0, n); InvalidArgument naming the
 // first problem otherwise. Used by loaders of stored groupings too.
-absl::Status ValidatePermutation(const std::vector<int32_t>& perm, int n);
+absl::Status ValidatePermutation(std::span<const int32_t> perm, int n);
 
 namespace internal {
 // The repair pass of kMetis on its own (exposed for tests): `part[v]` is

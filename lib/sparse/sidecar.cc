@@ -8,6 +8,7 @@
 #include "base/sha256.h"
 #include "model/gguf_writer.h"
 #include "model/model.h"
+#include "sparse/grouping.h"
 
 namespace kx::sparse {
 namespace {
@@ -34,18 +35,6 @@ absl::StatusOr<const uint8_t*> Tensor(const GgufFile& f, const std::string& name
                                                    " elements, expected ", n_elements));
   }
   return f.TensorData(*t);
-}
-
-absl::Status CheckPermutation(const int32_t* perm, int n, const std::string& name) {
-  std::vector<uint8_t> seen(n, 0);
-  for (int i = 0; i < n; ++i) {
-    if (perm[i] < 0 || perm[i] >= n || seen[perm[i]]) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(name, " is not a permutation of [0, ", n, ") at position ", i));
-    }
-    seen[perm[i]] = 1;
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -184,7 +173,9 @@ absl::StatusOr<std::unique_ptr<const Sidecar>> Sidecar::Open(const std::string& 
       auto p = tensor("perm", GgmlType::kI32, nff);
       if (!p.ok()) return wrap(p.status());
       L.perm = reinterpret_cast<const int32_t*>(*p);
-      if (auto st = CheckPermutation(L.perm, nff, LayerKey(l, "perm")); !st.ok()) return wrap(st);
+      if (auto st = ValidatePermutation({L.perm, static_cast<size_t>(nff)}, nff); !st.ok()) {
+        return bad(absl::StrCat(LayerKey(l, "perm"), ": ", std::string(st.message())));
+      }
     }
     {
       auto p = tensor("freq", GgmlType::kF32, nff);
