@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "base/log.h"
+#include "model/gguf.h"
 #include "model/unicode.h"
 
 namespace kx {
@@ -55,7 +56,6 @@ bool UnescapeLiteral(std::string_view src, char quote, std::string& dst) {
 void AppendChatML(std::string& dst, std::string_view role, std::string_view content) {
   dst.append(kImStart).append(role).append("\n").append(content).append(kImEnd).append("\n");
 }
-
 
 bool IsPythonSpace(uint32_t cp) {
   return IsWhitespace(cp) || (cp >= kFirstInfoSeparator && cp <= kLastInfoSeparator);
@@ -189,6 +189,37 @@ ChatTemplateKind DetectChatTemplate(std::string_view jinja_source) {
   if (has(kInst)) return has(kLlama2Sys) ? ChatTemplateKind::kLlama2 : ChatTemplateKind::kMistral;
   if (has(kImStart)) return ChatTemplateKind::kChatML;
   return ChatTemplateKind::kGeneric;
+}
+
+std::optional<ChatTemplateKind> DefaultChatTemplateForArchitecture(std::string_view architecture) {
+  struct ArchFamily {
+    std::string_view architecture;
+    ChatTemplateKind kind;
+  };
+  // Architectures whose every chat model uses one family.
+  static constexpr ArchFamily kArchFamilies[] = {
+      {"gemma", ChatTemplateKind::kGemma},     {"gemma2", ChatTemplateKind::kGemma},
+      {"gemma3", ChatTemplateKind::kGemma},    {"qwen2", ChatTemplateKind::kChatML},
+      {"qwen2moe", ChatTemplateKind::kChatML}, {"qwen3", ChatTemplateKind::kChatML},
+  };
+  for (const ArchFamily& a : kArchFamilies) {
+    if (a.architecture == architecture) return a.kind;
+  }
+  return std::nullopt;
+}
+
+ChatTemplateKind ChooseChatTemplate(std::string_view jinja_source, std::string_view architecture) {
+  if (!jinja_source.empty()) return DetectChatTemplate(jinja_source);
+  return DefaultChatTemplateForArchitecture(architecture).value_or(ChatTemplateKind::kGeneric);
+}
+
+ChatTemplateKind ChatTemplateForGguf(const GgufFile& f) {
+  const auto string_or_empty = [&](std::string_view key) {
+    auto v = f.GetString(key);
+    return v.ok() ? *v : std::string_view();
+  };
+  return ChooseChatTemplate(string_or_empty("tokenizer.chat_template"),
+                            string_or_empty("general.architecture"));
 }
 
 bool ChatTemplateStartsWithBos(ChatTemplateKind kind) {

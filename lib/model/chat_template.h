@@ -2,7 +2,7 @@
 // trained on. kairox does not run Jinja; it recognises the template family
 // from the model's `tokenizer.chat_template` source and formats it natively.
 //
-//   const ChatTemplateKind kind = DetectChatTemplate(jinja);
+//   const ChatTemplateKind kind = ChatTemplateForGguf(gguf);  // or DetectChatTemplate(jinja)
 //   const std::string system = ExtractDefaultSystemPrompt(jinja);
 //   std::vector<ChatMessage> msgs = {{"user", "Hi"}};
 //   std::string prompt = ApplyChatTemplate(kind, msgs, /*add_generation_prompt=*/true, system);
@@ -18,11 +18,14 @@
 // and its upstream Jinja source in tests/golden/make_token_goldens.py.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 
 namespace kx {
+
+class GgufFile;
 
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant", ...
@@ -62,6 +65,22 @@ std::string_view ChatTemplateName(ChatTemplateKind kind);
 // "[INST]" with "<<SYS>>" Llama-2, "[INST]" Mistral, "<|im_start|>" ChatML;
 // else (also for an empty source) kGeneric.
 ChatTemplateKind DetectChatTemplate(std::string_view jinja_source);
+
+// The family a model of architecture `general.architecture` was trained on,
+// for files that carry no tokenizer.chat_template (Gemma 3 GGUFs often do
+// not): "gemma", "gemma2", "gemma3" -> kGemma; "qwen2", "qwen2moe", "qwen3" ->
+// kChatML. nullopt for other architectures, whose family is not implied
+// (a "llama" file may be Llama-2, Llama-3, Mistral or SmolLM2's ChatML).
+std::optional<ChatTemplateKind> DefaultChatTemplateForArchitecture(std::string_view architecture);
+
+// DetectChatTemplate(jinja_source) when the source is not empty; otherwise
+// the architecture's default, or kGeneric when it has none.
+ChatTemplateKind ChooseChatTemplate(std::string_view jinja_source, std::string_view architecture);
+
+// ChooseChatTemplate on the file's tokenizer.chat_template and
+// general.architecture (either may be absent; a key of the wrong type counts
+// as absent).
+ChatTemplateKind ChatTemplateForGguf(const GgufFile& f);
 
 // Whether the family's prompt starts with the BOS text (Llama-2, Mistral,
 // Gemma; Llama-3 unless the conversation is empty).

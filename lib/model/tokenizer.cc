@@ -206,6 +206,16 @@ void Tokenizer::EncodeWord(std::string_view word, std::vector<int32_t>& dst) con
     dst.insert(dst.end(), ids.begin(), ids.end());
     return;
   }
+  // LLaMA-3's tokenizer ignores merges for a word that is a whole token
+  // ("ignore_merges" in its tokenizer.json): the merges need not reach it.
+  if (pre_ == PreTokenizerKind::kLlama3) {
+    std::string spelled;
+    for (int32_t id : ids) spelled += tokens_[id];
+    if (auto it = token_ids_.find(spelled); it != token_ids_.end()) {
+      dst.push_back(it->second);
+      return;
+    }
+  }
   // Symbols form a linked list; a merge keeps the left symbol (with the
   // merged id) and unlinks the right one. Candidates are checked when popped,
   // so stale ones are simply dropped.

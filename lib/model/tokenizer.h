@@ -1,5 +1,5 @@
 // Text <-> token ids for the models kairox runs. Byte-level BPE
-// (`tokenizer.ggml.model = gpt2`) with the GPT-2 and SmolLM pre-tokenizers,
+// (`tokenizer.ggml.model = gpt2`) with the GPT-2, SmolLM, LLaMA-3 and Qwen2 pre-tokenizers,
 // and SentencePiece-style vocabularies (`tokenizer.ggml.model = llama`:
 // scores, "\u2581" for spaces, <0xNN> byte-fallback tokens).
 //

@@ -94,7 +94,7 @@ absl::StatusOr<CalibrationSet> BuildCalibration(
   const Tokenizer& tok = engine.tokenizer();
   auto tmpl = engine.gguf().GetString("tokenizer.chat_template");
   const std::string source = tmpl.ok() ? std::string(*tmpl) : std::string();
-  const ChatTemplateKind kind = DetectChatTemplate(source);
+  const ChatTemplateKind kind = ChatTemplateForGguf(engine.gguf());
   const std::string default_system = ExtractDefaultSystemPrompt(source);
 
   SamplerParams sp;

@@ -19,6 +19,8 @@ It also writes
                        byte_fallback, identity normalizer, add_dummy_prefix), each
                        case checked against a plain score-greedy reference
                        (llama2.c's `encode`) written here
+  pretok_goldens.json  (make_pretok_goldens.py) the words of the gpt2, smollm,
+                       llama-bpe and qwen2 pre-tokenizers, and ids through each
   chat_templates.json  the Llama-2, Llama-3, Mistral (v0.1) and Gemma 3 chat
                        templates (their upstream Jinja sources, below) rendered
                        with jinja2 on a few conversations
@@ -26,7 +28,7 @@ It also writes
 Usage (needs `tokenizers`, `sentencepiece`, `jinja2` and `gguf`, e.g. /tmp/venv-ref
 with gguf installed, or PYTHONPATH pointing at them):
   python tests/golden/make_token_goldens.py [--model path/to/SmolLM2-135M-Instruct.Q4_1.gguf]
-      [--tok512 ../shared/data/models/tok512.bin] [--only smollm2|spm|templates]
+      [--tok512 ../shared/data/models/tok512.bin] [--only smollm2|spm|templates|pretok]
 """
 import argparse
 import json
@@ -442,12 +444,15 @@ def main():
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--out", default=OUT)
     ap.add_argument("--tok512", default=DEFAULT_TOK512)
-    ap.add_argument("--only", choices=["smollm2", "spm", "templates"])
+    ap.add_argument("--only", choices=["smollm2", "spm", "templates", "pretok"])
     args = ap.parse_args()
     if args.only in (None, "spm"):
         write_spm(args.tok512, SPM_OUT, TEXTS + random_texts(random.Random(RANDOM_SEED)))
     if args.only in (None, "templates"):
         write_templates(TEMPLATES_OUT)
+    if args.only in (None, "pretok"):
+        import make_pretok_goldens  # the pre-tokenizer variants (a sibling script)
+        make_pretok_goldens.main()
     if args.only in (None, "smollm2"):
         write_smollm2(args)
 

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "catch2/catch.hpp"
+#include "model/gguf.h"
+#include "model/gguf_writer.h"
 
 namespace kx {
 namespace {
@@ -92,6 +94,44 @@ TEST_CASE("generic fallback", "[chat]") {
   const std::vector<ChatMessage> msgs = {{"user", "Hi"}, {"assistant", "Yo"}};
   CHECK(ApplyChatTemplate(ChatTemplateKind::kGeneric, msgs, true, "Sys") ==
         "system: Sys\nuser: Hi\nassistant: Yo\nassistant: ");
+}
+
+// A GGUF holding only the given keys ("" leaves a key out).
+ChatTemplateKind KindOfFile(std::string_view architecture, std::string_view jinja) {
+  GgufWriter w;
+  if (!architecture.empty()) w.SetString("general.architecture", architecture);
+  if (!jinja.empty()) w.SetString("tokenizer.chat_template", jinja);
+  auto buf = w.WriteToBuffer();
+  REQUIRE(buf.ok());
+  auto f = GgufFile::FromBuffer(buf->data(), buf->size());
+  INFO(f.status().ToString());
+  REQUIRE(f.ok());
+  return ChatTemplateForGguf(*f);
+}
+
+TEST_CASE("files without a chat template get their architecture's family", "[chat]") {
+  CHECK(DefaultChatTemplateForArchitecture("gemma3") == ChatTemplateKind::kGemma);
+  CHECK(DefaultChatTemplateForArchitecture("gemma2") == ChatTemplateKind::kGemma);
+  CHECK(DefaultChatTemplateForArchitecture("qwen2") == ChatTemplateKind::kChatML);
+  // A llama file may be any family; unknown and empty names have none.
+  CHECK(!DefaultChatTemplateForArchitecture("llama").has_value());
+  CHECK(!DefaultChatTemplateForArchitecture("Gemma3").has_value());
+  CHECK(!DefaultChatTemplateForArchitecture("").has_value());
+
+  CHECK(ChooseChatTemplate("", "gemma3") == ChatTemplateKind::kGemma);
+  CHECK(ChooseChatTemplate("", "llama") == ChatTemplateKind::kGeneric);
+  // The file's own template wins over the architecture, even unrecognised.
+  CHECK(ChooseChatTemplate(kSmolLM2Template, "gemma3") == ChatTemplateKind::kChatML);
+  CHECK(ChooseChatTemplate("{{ role }}: {{ content }}", "gemma3") == ChatTemplateKind::kGeneric);
+
+  CHECK(KindOfFile("gemma3", "") == ChatTemplateKind::kGemma);
+  CHECK(KindOfFile("llama", kSmolLM2Template) == ChatTemplateKind::kChatML);
+  CHECK(KindOfFile("llama", "") == ChatTemplateKind::kGeneric);
+  CHECK(KindOfFile("", "") == ChatTemplateKind::kGeneric);
+  // What --chat then formats for a Gemma 3 file: the Gemma turns, not "user: ...".
+  const std::vector<ChatMessage> user = {{"user", "Hi"}};
+  CHECK(ApplyChatTemplate(KindOfFile("gemma3", ""), user, true, "") ==
+        "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n");
 }
 
 }  // namespace
