@@ -14,6 +14,7 @@
 
 #include "base/status.h"
 #include "engine/engine.h"
+#include "model/chat_template.h"
 #include "engine/sampler.h"
 #include "kairox/kairox.h"
 #include "model/model.h"
@@ -33,7 +34,8 @@ struct kx_model {
   std::shared_ptr<const kx::Model> model;
   kx_model_options options;  // as loaded (threads are the sessions' default)
   std::string chat_template;       // Jinja source, "" when absent
-  std::string chat_template_kind;  // "chatml", "generic"
+  std::string chat_template_kind;  // ChatTemplateName(chat_kind): "chatml", "gemma", "generic"
+  kx::ChatTemplateKind chat_kind = kx::ChatTemplateKind::kGeneric;
   std::string default_system;      // the template's built-in system prompt
 };
 

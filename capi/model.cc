@@ -135,7 +135,9 @@ kx_status kx_model_load(const char* path, const kx_model_options* options, kx_mo
     if (Cancelled(m->options, kProgressBound, &status)) return status;
     auto tmpl = m->model->gguf().GetString("tokenizer.chat_template");
     if (tmpl.ok()) m->chat_template = std::string(*tmpl);
-    const kx::ChatTemplateKind kind = kx::DetectChatTemplate(m->chat_template);
+    // The file's template, or its architecture's (Gemma 3 files carry none).
+    const kx::ChatTemplateKind kind = kx::ChatTemplateForGguf(m->model->gguf());
+    m->chat_kind = kind;
     m->chat_template_kind = std::string(kx::ChatTemplateName(kind));
     m->default_system = kx::ExtractDefaultSystemPrompt(m->chat_template);
     if (Cancelled(m->options, kProgressReady, &status)) return status;
@@ -260,7 +262,7 @@ kx_status kx_model_apply_chat_template(const kx_model* model, const kx_chat_mess
     const std::string system =
         (flags & KX_CHAT_NO_DEFAULT_SYSTEM) ? std::string() : model->default_system;
     const std::string prompt = kx::ApplyChatTemplate(
-        kx::DetectChatTemplate(model->chat_template), msgs,
+        model->chat_kind, msgs,
         (flags & KX_CHAT_ADD_GENERATION_PROMPT) != 0, system);
     return kx::capi::CopyText("kx_model_apply_chat_template", prompt, text, capacity, length);
   });

@@ -92,6 +92,11 @@ kx_status kx_session_create(const kx_model* model, const kx_session_params* para
                 "kx_session_create: sparse must be KX_SPARSE_AUTO or KX_SPARSE_OFF, got " +
                     std::to_string(p.sparse));
   }
+  if (p.prefetch != KX_PREFETCH_ON && p.prefetch != KX_PREFETCH_OFF) {
+    return Fail(KX_STATUS_INVALID_ARGUMENT,
+                "kx_session_create: prefetch must be KX_PREFETCH_ON or KX_PREFETCH_OFF, got " +
+                    std::to_string(p.prefetch));
+  }
   if (!(p.sparsity >= 0.0f && p.sparsity < 1.0f)) {
     return Fail(KX_STATUS_INVALID_ARGUMENT,
                 "kx_session_create: sparsity must be in [0, 1) (0: the sidecar's own)");
@@ -107,9 +112,17 @@ kx_status kx_session_create(const kx_model* model, const kx_session_params* para
     eo.n_ctx = p.n_ctx;
     eo.n_batch = p.n_batch;
     eo.n_threads = p.n_threads > 0 ? p.n_threads : model->options.n_threads;
-    eo.sidecar = p.sidecar != nullptr ? p.sidecar : "";
+    eo.sidecar = p.sidecar != nullptr && p.sidecar[0] != '\0' ? p.sidecar
+                                                               : model->options.sidecar_path;
     eo.sparse = p.sparse == KX_SPARSE_AUTO;
     eo.sparsity = p.sparsity > 0.0f ? p.sparsity : -1.0f;
+    if (p.ram_budget != nullptr && p.ram_budget[0] != '\0') {
+      eo.ram_budget = p.ram_budget;
+    } else if (model->options.budget_ram > 0) {
+      eo.ram_budget = std::to_string(model->options.budget_ram);
+    }
+    if (p.policy != nullptr && p.policy[0] != '\0') eo.policy = p.policy;
+    eo.prefetch = p.prefetch == KX_PREFETCH_ON;
     auto engine = kx::Engine::Create(model->model, eo);
     if (!engine.ok()) return kx::capi::FromAbsl(engine.status(), "kx_session_create");
     auto s = std::make_unique<kx_session>();

@@ -12,6 +12,22 @@ add_library(kx_metis UNKNOWN IMPORTED)
 set_target_properties(kx_metis PROPERTIES
   IMPORTED_LOCATION "${KX_METIS_LIBRARY}"
   INTERFACE_INCLUDE_DIRECTORIES "${KX_METIS_INCLUDE_DIR}")
+# liburing (liburing-dev): the I/O executor's io_uring backend. Optional at
+# build time too: without it IoExecutor has only its pread backend.
+find_path(KX_URING_INCLUDE_DIR liburing.h)
+find_library(KX_URING_LIBRARY uring)
+if(KX_URING_INCLUDE_DIR AND KX_URING_LIBRARY)
+  set(KX_HAVE_URING ON)
+  add_library(kx_uring UNKNOWN IMPORTED)
+  set_target_properties(kx_uring PROPERTIES
+    IMPORTED_LOCATION "${KX_URING_LIBRARY}"
+    INTERFACE_INCLUDE_DIRECTORIES "${KX_URING_INCLUDE_DIR}"
+    INTERFACE_COMPILE_DEFINITIONS KX_HAVE_URING=1)
+else()
+  set(KX_HAVE_URING OFF)
+  add_library(kx_uring INTERFACE)
+  message(STATUS "liburing not found: the I/O executor uses pread threads only")
+endif()
 if(KX_BUILD_TESTS)
   find_package(Catch2 REQUIRED)
 endif()

@@ -94,9 +94,10 @@ void PrintUsage(std::FILE* out) {
 absl::StatusOr<Args> ParseArgs(int argc, char** argv, bool& exit_now) {
   constexpr long long kMaxCount = 1 << 24;
   cli::Args args(argc, argv,
-                 {"-m", "--model", "-t", "--threads", "-p", "--n-prompt", "-n", "--n-gen", "-r",
-                  "--repetitions", "-d", "--n-depth", "-b", "--batch-size", "-o", "--output",
-                  "--prefill", "--sidecar", "--sparsity", "--trace", "--kv-type"},
+                 cli::WithSparse({"-m", "--model", "-t", "--threads", "-p", "--n-prompt", "-n",
+                                  "--n-gen", "-r", "--repetitions", "-d", "--n-depth", "-b",
+                                  "--batch-size", "-o", "--output", "--prefill", "--kv-type"},
+                                 false),
                  cli::WithSparse({"-h", "--help", "--version", "--e2e", "--no-dense"}, true));
   Args a;
   exit_now = false;
@@ -348,6 +349,25 @@ class Bench {
       r.weight_bytes_per_token = weight_bytes - static_cast<double>(DenseFfnBytes(engine_)) +
                                  r.predicted_fraction * sp->sidecar().BundleBytes() +
                                  static_cast<double>(sp->sidecar().PredictorBytes());
+      if (const BundleTier* tier = sp->tier(); tier != nullptr) {
+        const TierStats& ts = tier->stats();
+        const double tokens = static_cast<double>(args_.n_gen) * args_.repetitions;
+        r.tiered = true;
+        r.name += " tier";
+        r.policy = std::string(tier->policy().name());
+        r.io_backend = std::string(tier->io_backend()) + (tier->direct_io() ? " O_DIRECT" : "");
+        r.slots_per_layer = tier->slots_per_layer();
+        r.groups_per_layer = tier->residency().n_groups();
+        r.hit_rate = ts.groups_needed > 0 ? static_cast<double>(ts.hits) / ts.groups_needed : 0;
+        r.read_bytes_per_token = static_cast<double>(ts.bytes_read) / tokens;
+        r.read_ops_per_token = static_cast<double>(ts.read_ops) / tokens;
+        r.io_wait_ms_per_token = static_cast<double>(ts.io_wait_ns) * 1e-6 / tokens;
+        r.ffn_ms_per_token = static_cast<double>(ts.compute_ns) * 1e-6 / tokens;
+        double lambda = 0;
+        const int n_layer = tier->residency().n_layer();
+        for (int l = 0; l < n_layer; ++l) lambda += tier->policy().lambda(l) / n_layer;
+        r.lambda_mean = lambda;
+      }
     }
     r.kv_bytes_per_token = Summarize(kv_bytes).mean;
     r.bw_dram_gbps = Summarize(dram).median;
@@ -426,11 +446,23 @@ absl::Status Run(const Args& args) {
     if (engine->sparse() != nullptr && args.compare_dense) {
       EngineOptions dense_opts = opts;
       dense_opts.sparse = false;
+      dense_opts.ram_budget.clear();
       KX_ASSIGN_OR_RETURN(std::unique_ptr<Engine> dense, Engine::Create(engine->model(), dense_opts));
       Bench dense_bench(args, *dense);
       KX_ASSIGN_OR_RETURN(TestResult d, dense_bench.RunGeneration());
       d.name += " dense";
       results.push_back(std::move(d));
+      // Under a RAM budget, also the sparse path with every bundle in RAM:
+      // the tier's ceiling, measured in the same run.
+      if (engine->sparse()->tier() != nullptr) {
+        EngineOptions ram_opts = opts;
+        ram_opts.ram_budget.clear();
+        KX_ASSIGN_OR_RETURN(std::unique_ptr<Engine> all, Engine::Create(engine->model(), ram_opts));
+        Bench all_bench(args, *all);
+        KX_ASSIGN_OR_RETURN(TestResult a, all_bench.RunGeneration());
+        a.name += " all-in-RAM";
+        results.push_back(std::move(a));
+      }
     }
     KX_ASSIGN_OR_RETURN(TestResult r, bench.RunGeneration());
     results.push_back(std::move(r));

@@ -103,6 +103,16 @@ void PrintMarkdown(const RunInfo& run, const std::vector<TestResult>& results, s
                     "computed, %.1f %% kept\n",
                     r.name, r.sparsity, 100.0 * r.predicted_fraction, 100.0 * r.kept_fraction);
     }
+    if (r.tiered) {
+      absl::FPrintF(out,
+                    "%s: RAM tier: policy %s, %d of %d groups per layer resident, %s reads: "
+                    "hit rate %.1f %%, %.2f MiB in %.0f reads per token, per token %.3f ms "
+                    "waiting on reads vs %.3f ms computing the FFN%s\n",
+                    r.name, r.policy, r.slots_per_layer, r.groups_per_layer, r.io_backend,
+                    100.0 * r.hit_rate, r.read_bytes_per_token / kBytesPerMiB,
+                    r.read_ops_per_token, r.io_wait_ms_per_token, r.ffn_ms_per_token,
+                    r.lambda_mean > 0 ? absl::StrFormat(", λ %.3f", r.lambda_mean) : "");
+    }
     if (r.prefill_weight_bytes > 0) {
       absl::FPrintF(out, "%s: oneDNN bf16 prefill, %.2f MiB of bf16 weight copies\n", r.name,
                     static_cast<double>(r.prefill_weight_bytes) / kBytesPerMiB);
@@ -166,6 +176,19 @@ void PrintJson(const RunInfo& run, const std::vector<TestResult>& results, std::
         j["kx_sparsity"] = r.sparsity;
         j["kx_predicted_fraction"] = r.predicted_fraction;
         j["kx_kept_fraction"] = r.kept_fraction;
+      }
+      j["kx_tiered"] = r.tiered;
+      if (r.tiered) {
+        j["kx_policy"] = r.policy;
+        j["kx_io_backend"] = r.io_backend;
+        j["kx_slots_per_layer"] = r.slots_per_layer;
+        j["kx_groups_per_layer"] = r.groups_per_layer;
+        j["kx_hit_rate"] = r.hit_rate;
+        j["kx_read_bytes_per_token"] = r.read_bytes_per_token;
+        j["kx_read_ops_per_token"] = r.read_ops_per_token;
+        j["kx_io_wait_ms_per_token"] = r.io_wait_ms_per_token;
+        j["kx_ffn_ms_per_token"] = r.ffn_ms_per_token;
+        j["kx_lambda_mean"] = r.lambda_mean;
       }
     }
     if (r.n_prompt > 0) {

@@ -49,6 +49,16 @@ struct TestResult {
   double sparsity = 0.0;
   double predicted_fraction = 0.0;  // FFN neurons computed per layer-token
   double kept_fraction = 0.0;       // of those, above the threshold
+  // tg under --ram-budget: bundles from the sidecar file through the RAM tier.
+  bool tiered = false;
+  std::string policy, io_backend;
+  int slots_per_layer = 0, groups_per_layer = 0;
+  double hit_rate = 0.0;              // needed groups found resident
+  double read_bytes_per_token = 0.0;  // bytes read from the file
+  double read_ops_per_token = 0.0;
+  double io_wait_ms_per_token = 0.0;  // the FFN waited for reads (stall on I/O)
+  double ffn_ms_per_token = 0.0;      // the FFN computing over its bundles
+  double lambda_mean = 0.0;           // TAM's λ over layers at the end (0: not TAM)
 
   std::vector<OpTime> profile;
 

@@ -44,6 +44,10 @@ When stdin is not a terminal, one prompt is read from it and answered.
                           the model, when it exists)
       --no-sparse         run dense even when a sidecar exists
       --sparsity S        one of the sidecar's calibrated levels (default: its own)
+      --ram-budget B      RAM limit: 512M, 2G, or 50% (resident FFN bundles as a share of
+                          the sidecar's); bundles are then read from the sidecar file
+      --policy NAME       resident groups under the budget (default tam-adaptive)
+      --no-prefetch       read a layer's bundles when it runs, not one layer ahead
   -h, --help              this help
       --version           print the version
 )";
@@ -193,8 +197,8 @@ int main(int argc, char** argv) {
   kx::cli::Args args(argc, argv,
                      {"-m", "--model", "--system", "-n", "--n-predict", "-t", "--threads", "-c",
                       "--ctx-size", "-s", "--seed", "--temp", "--top-k", "--top-p", "--min-p",
-                      "--repeat-penalty", "--sidecar", "--sparsity"},
-                     {"-h", "--help", "--version", "--no-sparse"});
+                      "--repeat-penalty", "--sidecar", "--sparsity", "--ram-budget", "--policy"},
+                     {"-h", "--help", "--version", "--no-sparse", "--no-prefetch"});
   if (!args.ok()) return Fail(args.error());
   if (args.Has("-h", "--help")) {
     std::fputs(kUsage, stdout);
@@ -242,6 +246,9 @@ int main(int argc, char** argv) {
     sessp.sidecar = args.Str("--sidecar", "", "");
     sessp.sparse = !args.Has("--no-sparse");
     sessp.sparsity = static_cast<float>(args.Float("--sparsity", "", 0.0));
+    sessp.ram_budget = args.Str("--ram-budget", "", "");
+    sessp.policy = args.Str("--policy", "", "");
+    sessp.prefetch = !args.Has("--no-prefetch");
     if (!args.ok()) return Fail(args.error());
     kairox::Session session(model, sessp);
     kairox::Sampler sampler(sp);

@@ -64,10 +64,11 @@ int Fail(const std::string& msg) {
 int main(int argc, char** argv) {
   kx::cli::Args args(
       argc, argv,
-      {"-m", "--model", "-p", "--prompt", "-f", "--file", "-n", "--n-predict", "-t", "--threads",
-       "-c", "--ctx-size", "-s", "--seed", "--temp", "--top-k", "--top-p", "--min-p",
-       "--repeat-penalty", "--repeat-last-n", "--logit-bias", "--stop", "--sidecar",
-       "--sparsity", "--trace", "--kv-type"},
+      kx::cli::WithSparse({"-m", "--model", "-p", "--prompt", "-f", "--file", "-n",
+                           "--n-predict", "-t", "--threads", "-c", "--ctx-size", "-s", "--seed",
+                           "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
+                           "--repeat-last-n", "--logit-bias", "--stop", "--kv-type"},
+                          false),
       kx::cli::WithSparse({"--chat", "--info", "--all-tensors", "--verbose", "-h", "--help",
                            "--version", "--no-mmap", "--mlock"},
                           true));
@@ -151,7 +152,7 @@ int main(int argc, char** argv) {
     auto tmpl = engine.gguf().GetString("tokenizer.chat_template");
     const std::string source = tmpl.ok() ? std::string(*tmpl) : std::string();
     std::vector<kx::ChatMessage> messages = {{"user", prompt}};
-    prompt = kx::ApplyChatTemplate(kx::DetectChatTemplate(source), messages,
+    prompt = kx::ApplyChatTemplate(kx::ChatTemplateForGguf(engine.gguf()), messages,
                                    /*add_generation_prompt=*/true,
                                    kx::ExtractDefaultSystemPrompt(source));
   }

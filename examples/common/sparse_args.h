@@ -5,6 +5,10 @@
 //   --oracle         threshold only, no predictor (every neuron computed; quality bound)
 //   --masked-dense   decode with dense kernels and masks (reference for the sparse kernels)
 //   --trace PATH     record predicted and actual active neurons per token and layer
+//   --ram-budget SIZE|PCT  hard RAM limit; FFN bundles streamed from the sidecar file
+//   --policy NAME    which groups stay resident under the budget
+//   --no-prefetch    a layer's bundle reads start when it runs, not one layer ahead
+//   --tier-log PATH  CSV per token of the tier's λ, hits, reads and stalls
 // Header-only, for the programs.
 #pragma once
 
@@ -17,11 +21,13 @@
 namespace kx::cli {
 
 inline const std::set<std::string>& SparseValueFlags() {
-  static const std::set<std::string> kFlags = {"--sidecar", "--sparsity", "--trace"};
+  static const std::set<std::string> kFlags = {"--sidecar", "--sparsity", "--trace",
+                                                 "--ram-budget", "--policy", "--tier-log"};
   return kFlags;
 }
 inline const std::set<std::string>& SparseSwitches() {
-  static const std::set<std::string> kFlags = {"--no-sparse", "--oracle", "--masked-dense"};
+  static const std::set<std::string> kFlags = {"--no-sparse", "--oracle", "--masked-dense",
+                                                 "--no-prefetch"};
   return kFlags;
 }
 inline std::set<std::string> WithSparse(std::set<std::string> flags, bool switches) {
@@ -36,7 +42,15 @@ inline constexpr char kSparseUsage[] =
     "  --sparsity S          one of the sidecar's calibrated levels (default: its own)\n"
     "  --oracle              threshold only, no predictor (computes every neuron)\n"
     "  --masked-dense        dense kernels with masks (reference for the sparse kernels)\n"
-    "  --trace PATH          record predicted and actual active neurons per token and layer\n";
+    "  --trace PATH          record predicted and actual active neurons per token and layer\n"
+    "memory tiers (docs/tiers.md):\n"
+    "  --ram-budget SIZE|PCT hard limit on the RAM the session owns (512M, 2G), or resident\n"
+    "                        bundles as a share of the sidecar's (50%); bundles are read\n"
+    "                        from the sidecar with O_DIRECT into the engine's own slots\n"
+    "  --policy NAME         resident groups under a budget: static, lru, lfu, tam, tam-t,\n"
+    "                        tam-adaptive (default), tam-t-adaptive (docs/tiers.md)\n"
+    "  --no-prefetch         read a layer's bundles when it runs, not one layer ahead\n"
+    "  --tier-log PATH       CSV per layer step: λ, resident, hits, reads, bytes, stalls\n";
 
 inline void ApplySparseArgs(Args& args, EngineOptions* o) {
   o->sidecar = args.Str("--sidecar", "", "");
@@ -48,6 +62,10 @@ inline void ApplySparseArgs(Args& args, EngineOptions* o) {
   o->use_predictor = !args.Has("--oracle");
   o->masked_dense = args.Has("--masked-dense");
   o->trace_path = args.Str("--trace", "", "");
+  o->ram_budget = args.Str("--ram-budget", "", "");
+  o->policy = args.Str("--policy", "", "tam-adaptive");
+  o->prefetch = !args.Has("--no-prefetch");
+  o->tier_log = args.Str("--tier-log", "", "");
 }
 
 }  // namespace kx::cli

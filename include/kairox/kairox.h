@@ -122,13 +122,16 @@ typedef int32_t (*kx_progress_callback)(void* user_data, float progress);
  * Defaults: no sidecar, threads 0 (all cores), device "cpu", no budgets, mmap on. */
 KX_API kx_status kx_model_options_create(kx_model_options** out);
 KX_API void kx_model_options_free(kx_model_options* options);
-/* The sparse-inference sidecar (predictors, neuron groups). Stored; not used yet. NULL clears. */
+/* The sparse-inference sidecar (predictors, neuron groups): the default of sessions on this
+ * model whose params name none (kx_session_params.sidecar). NULL clears. */
 KX_API kx_status kx_model_options_set_sidecar_path(kx_model_options* options, const char* path);
 /* Default worker threads of sessions on this model (0: all cores the process may use). */
 KX_API kx_status kx_model_options_set_threads(kx_model_options* options, int32_t n_threads);
 /* "cpu" only in this version; anything else is KX_STATUS_UNSUPPORTED. */
 KX_API kx_status kx_model_options_set_device(kx_model_options* options, const char* device);
-/* Bytes the model may use in `tier` (0: no limit). Stored; enforced once tiering lands. */
+/* Bytes the model may use in `tier` (0: no limit). KX_TIER_RAM: the default RAM budget of
+ * sessions on this model whose params name none (kx_session_params.ram_budget); a hard
+ * limit (docs/tiers.md). KX_TIER_GPU: stored; no GPU tier yet. */
 KX_API kx_status kx_model_options_set_budget(kx_model_options* options, kx_tier tier,
                                              uint64_t bytes);
 /* Non-zero: map the file (the default: pages load on demand, shared with the page cache). Zero:
@@ -235,7 +238,16 @@ typedef struct kx_session_params {
                         * Copied; need not outlive the call. */
   int32_t sparse;      /* KX_SPARSE_AUTO (0, default): use the sidecar; KX_SPARSE_OFF: dense */
   float sparsity;      /* 0: the sidecar's own sparsity; else one of its calibrated levels */
+  /* Memory tiers (fields added in 0.3). With a sidecar and a RAM budget, FFN bundles are
+   * read from the sidecar file into the session's own slots (docs/tiers.md). */
+  const char* ram_budget; /* NULL or "": the model options' KX_TIER_RAM budget (0: none);
+                           * else "512M", "2G" (the whole session) or "50%" (resident bundles
+                           * as a share of the sidecar's). Copied. */
+  const char* policy;     /* NULL or "": "tam-adaptive"; static, lru, lfu, tam, tam-t, ... */
+  int32_t prefetch;       /* KX_PREFETCH_ON (0, default) or KX_PREFETCH_OFF */
 } kx_session_params;
+
+enum { KX_PREFETCH_ON = 0, KX_PREFETCH_OFF = 1 };
 
 enum { KX_SPARSE_AUTO = 0, KX_SPARSE_OFF = 1 };
 

@@ -76,7 +76,7 @@ struct ModelOptions {
   int32_t n_threads = 0;  // default threads of sessions (0: all cores)
   std::string device = "cpu";
   std::string sidecar_path;
-  uint64_t ram_budget = 0;  // 0: no limit (stored; enforced once tiering lands)
+  uint64_t ram_budget = 0;  // 0: no limit; else the default of sessions on this model
   uint64_t gpu_budget = 0;
   // Progress in [0, 1]; return false to cancel the load (Error with KX_STATUS_CANCELLED).
   std::function<bool(float)> progress;
@@ -225,6 +225,9 @@ struct SessionParams {
   std::string sidecar;   // "": <model>.kairox.gguf beside the model, when it exists
   bool sparse = true;    // false: dense even with a sidecar
   float sparsity = 0;    // 0: the sidecar's own
+  std::string ram_budget;  // "": the model's; "512M", "2G" or "50%" (docs/tiers.md)
+  std::string policy;      // "": tam-adaptive
+  bool prefetch = true;
 };
 
 struct GenerateParams {
@@ -252,6 +255,9 @@ class Session {
     sp.sidecar = p.sidecar.c_str();
     sp.sparse = p.sparse ? KX_SPARSE_AUTO : KX_SPARSE_OFF;
     sp.sparsity = p.sparsity;
+    sp.ram_budget = p.ram_budget.c_str();
+    sp.policy = p.policy.c_str();
+    sp.prefetch = p.prefetch ? KX_PREFETCH_ON : KX_PREFETCH_OFF;
     kx_session* s = nullptr;
     detail::Check(kx_session_create(model.get(), &sp, &s));
     session_ = Ptr(s);

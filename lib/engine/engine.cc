@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "base/size_parse.h"
 #include "engine/engine_impl.h"
 
 namespace kx {
@@ -82,6 +83,19 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
   }
   impl->n_batch = std::min(options.n_batch > 0 ? options.n_batch : 64, impl->n_ctx);
   const int n_threads = options.n_threads > 0 ? options.n_threads : DefaultThreads();
+  SizeSpec ram_spec;
+  const bool has_budget = !options.ram_budget.empty();
+  if (has_budget) {
+    auto spec = ParseSize(options.ram_budget);
+    if (!spec.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--ram-budget: ", std::string(spec.status().message())));
+    }
+    ram_spec = *spec;
+  }
+  impl->ram = std::make_unique<MemoryBudget>(has_budget && !ram_spec.is_percent
+                                                 ? ram_spec.bytes
+                                                 : MemoryBudget::kUnlimited);
   impl->pool = std::make_unique<ThreadPool>(n_threads);
   impl->kernels = &cpu::Kernels();
   impl->kv_dim = hp.kv_dim();
@@ -99,6 +113,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
     impl->kv_row_bytes = static_cast<size_t>(impl->kv_dim) * sizeof(uint16_t);
   }
   const size_t kv_bytes = static_cast<size_t>(hp.n_layer) * impl->n_ctx * impl->kv_row_bytes;
+  if (absl::Status st = impl->ram->Reserve("KV cache", 2 * kv_bytes); !st.ok()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        std::string(st.message()), "; the KV cache for n_ctx ", impl->n_ctx,
+        " alone needs that: a smaller context (-c) or --kv-type q8_0 shrinks it"));
+  }
   impl->k_cache.assign(kv_bytes, 0);
   impl->v_cache.assign(kv_bytes, 0);
 
@@ -138,6 +157,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
   }
   impl->act.resize(2 * B * act_row + 64);
   impl->logits.resize(hp.n_vocab);
+  KX_RETURN_IF_ERROR(impl->ram->Reserve("scratch", impl->ScratchBytes()));
 
   if (options.sparse) {
     SparseConfig sc;
@@ -145,11 +165,26 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
     sc.use_predictor = options.use_predictor;
     sc.masked_dense = options.masked_dense;
     sc.trace_path = options.trace_path;
-    KX_ASSIGN_OR_RETURN(impl->sparse, LoadSparseRuntime(*impl->model, options.sidecar, sc,
-                                                        *impl->kernels, n_threads, impl->n_batch));
+    sc.tiered = has_budget;
+    sc.resident_share = ram_spec.is_percent ? ram_spec.percent / 100.0 : -1.0;
+    sc.tier.policy = options.policy;
+    sc.tier.prefetch = options.prefetch;
+    sc.tier.debug_skip_wait = options.debug_skip_io_wait;
+    sc.tier.log_path = options.tier_log;
+    KX_ASSIGN_OR_RETURN(impl->sparse,
+                        LoadSparseRuntime(*impl->model, options.sidecar, sc, *impl->kernels,
+                                          n_threads, impl->n_batch, impl->ram.get()));
+    if (has_budget && impl->sparse == nullptr) {
+      Log().warn("--ram-budget without a sidecar: the budget is accounted, but there are no "
+                 "bundles to stream (run kairox-prepare)");
+    }
   } else if (!options.sidecar.empty() || !options.trace_path.empty()) {
     Log().warn("sparsity is off: the sidecar and the trace are not used");
   }
+  // A percentage budget is the share of bundles plus what the rest needs:
+  // the limit becomes exactly what is held now.
+  if (has_budget && ram_spec.is_percent) KX_RETURN_IF_ERROR(impl->ram->SetLimit(impl->ram->used()));
+  if (has_budget) Log().info("RAM budget: {}", impl->ram->Report());
 
   Log().info("session on {}: {} layers, n_embd {}, n_ff {}, vocab {}, n_ctx {}, {} threads, kernels {}",
              impl->model->path(), hp.n_layer, hp.n_embd, hp.n_ff, hp.n_vocab, impl->n_ctx, n_threads,
@@ -199,6 +234,23 @@ absl::Status Engine::Eval(std::span<const int32_t> tokens, bool all_logits) {
       dst = m.logits.data();
       first_logit = count - 1;
     }
+    if (m.sparse != nullptr && m.sparse->tier() != nullptr) {
+      // Under a RAM budget the FFN runs only from bundles, which the sparse
+      // kernels read one token at a time (the batched path would read the
+      // model's dense FFN through the page cache).
+      for (int i = 0; i < count; ++i) {
+        const bool want = dst != nullptr && i >= first_logit;
+        m.sparse->BeginBatch(m.n_past);
+        m.ForwardBatch(tokens.data() + start + i, 1, want ? 0 : 1,
+                       want ? dst + static_cast<size_t>(i - first_logit) * vocab : nullptr);
+        m.n_past += 1;
+      }
+      if (absl::Status st = m.sparse->status(); !st.ok()) {
+        m.n_past -= start + count;
+        return absl::DataLossError(absl::StrCat("reading FFN bundles: ", std::string(st.message())));
+      }
+      continue;
+    }
     if (m.sparse != nullptr) m.sparse->BeginBatch(m.n_past);
     m.ForwardBatch(tokens.data() + start, count, first_logit, dst);
     m.n_past += count;
@@ -239,6 +291,17 @@ const OpProfile& Engine::profile() const {
 void Engine::SetFfnHook(FfnHook* hook) { impl_->ffn_hook = hook; }
 
 SparseRuntime* Engine::sparse() const { return impl_->sparse.get(); }
+const MemoryBudget& Engine::ram_budget() const { return *impl_->ram; }
+
+uint64_t Engine::Impl::ScratchBytes() const {
+  uint64_t n = 0;
+  for (const std::vector<float>* v : {&x, &xn, &q, &k, &v, &attn, &ffo, &gate, &up, &scores,
+                                      &rope_cos, &rope_sin, &inv_freq, &rope_cos_local,
+                                      &rope_sin_local, &inv_freq_local, &logits}) {
+    n += v->capacity() * sizeof(float);
+  }
+  return n + act.capacity();
+}
 
 void Engine::ResetProfile() {
   impl_->op_ns.fill(0);

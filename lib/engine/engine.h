@@ -24,6 +24,7 @@ class Tokenizer;
 class GgufFile;
 class FfnHook;
 class SparseRuntime;
+class MemoryBudget;
 class Model;
 struct LlamaHParams;
 
@@ -60,6 +61,20 @@ struct EngineOptions {
   bool use_predictor = true;    // false: the oracle (threshold only)
   bool masked_dense = false;    // decode masked-dense too (a reference for the sparse kernels)
   std::string trace_path;       // --trace: record predicted/actual neurons per token and layer
+  // RAM budget (--ram-budget): a hard limit on the memory the session owns —
+  // KV cache, scratch, predictors and sparse scratch, bundle staging and
+  // resident bundles (engine/bundle_tier.h). "" means no limit (accounted
+  // only). SIZE ("512M", "2G"): the whole; the bundle tier gets what the
+  // rest leaves. PCT ("50%"): resident bundles = that share of the
+  // sidecar's bundle bytes, plus what the rest needs. With a budget and a
+  // sidecar, FFN bundles are read with O_DIRECT into the engine's own slots
+  // (never the page cache) and prompts are evaluated token by token through
+  // them. Model weights outside the FFN stay mapped and are not counted.
+  std::string ram_budget;
+  std::string policy = "tam-adaptive";  // --policy: which groups stay resident (policy::MakePolicy)
+  bool prefetch = true;         // --no-prefetch: a layer's reads start when it runs
+  std::string tier_log;         // --tier-log: CSV per layer step (λ, hits, reads, stalls)
+  bool debug_skip_io_wait = false;  // tests' negative control: compute without waiting for reads
 };
 
 // Wall time per op kind, accumulated since the last ResetProfile().
@@ -122,6 +137,8 @@ class Engine {
   void SetFfnHook(FfnHook* hook);
   // The sparse runtime, or null when the engine runs dense.
   SparseRuntime* sparse() const;
+  // What the session's memory is accounted against (EngineOptions::ram_budget).
+  const MemoryBudget& ram_budget() const;
 
   struct Impl;
 

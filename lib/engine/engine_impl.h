@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/memory_budget.h"
 #include "base/thread_pool.h"
 #include "engine/dnnl_linear.h"
 #include "engine/engine.h"
@@ -45,6 +46,9 @@ struct Engine::Impl {
   LlamaWeights w;
   const cpu::KernelTable* kernels = nullptr;
   std::unique_ptr<ThreadPool> pool;
+  // The session's RAM accounting and limit (EngineOptions::ram_budget);
+  // declared before what reserves from it, so it is destroyed after them.
+  std::unique_ptr<MemoryBudget> ram;
   // Activation sparsity: the runtime (null: dense) and an optional observer
   // (profiling). The runtime masks batches through the same hook interface.
   std::unique_ptr<SparseRuntime> sparse;
@@ -92,6 +96,8 @@ struct Engine::Impl {
   // logits_dst is not null, writes the logits of tokens [first_logit, n)
   // there, row by row.
   void ForwardBatch(const int32_t* tokens, int n, int first_logit, float* logits_dst);
+  // Bytes of the scratch vectors above (KV cache not included).
+  uint64_t ScratchBytes() const;
 };
 
 const char* OpName(Op op);

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
+#include "base/size_parse.h"
 #include "model/model.h"
 
 namespace kx {
@@ -18,15 +19,31 @@ bool FileExists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+constexpr char kSparseName[] = "predictors + sparse scratch";
+
 }  // namespace
 
 SparseRuntime::~SparseRuntime() {
   if (auto st = CloseTrace(); !st.ok()) Log().warn("trace: {}", std::string(st.message()));
+  tier_.reset();
+  if (budget_ != nullptr) budget_->Release(kSparseName, reserved_);
+}
+
+uint64_t SparseRuntime::OwnedBytes() const {
+  return sidecar_->PredictorBytes() + masks_.size() * sizeof(uint32_t) +
+         (hidden_.size() + logits_.size()) * sizeof(float) +
+         (groups_.size() + group_masks_.size() + kept_.size()) * sizeof(uint32_t) +
+         bundles_.size() * static_cast<uint64_t>(n_groups_) * sizeof(void*) +
+         (ffn_ != nullptr ? ffn_->ScratchBytes() : 0);
+}
+
+absl::Status SparseRuntime::status() const {
+  return tier_ != nullptr ? tier_->status() : absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<SparseRuntime>> SparseRuntime::Create(
     const Model& model, std::unique_ptr<const sparse::Sidecar> sidecar, const SparseConfig& config,
-    const cpu::KernelTable& kernels, int n_threads, int max_batch) {
+    const cpu::KernelTable& kernels, int n_threads, int max_batch, MemoryBudget* budget) {
   if (sidecar == nullptr) return absl::InvalidArgumentError("SparseRuntime: no sidecar");
   std::unique_ptr<SparseRuntime> r(new SparseRuntime());
   const LlamaHParams& hp = model.hparams();
@@ -71,6 +88,31 @@ absl::StatusOr<std::unique_ptr<SparseRuntime>> SparseRuntime::Create(
   r->kept_.resize(r->n_groups_);
   r->stats_.n_ff = hp.n_ff;
   r->sidecar_ = std::move(sidecar);
+  if (budget != nullptr) {
+    KX_RETURN_IF_ERROR(budget->Reserve(kSparseName, r->OwnedBytes()));
+    r->budget_ = budget;
+    r->reserved_ = r->OwnedBytes();
+  }
+  if (config.tiered) {
+    if (budget == nullptr) return absl::InvalidArgumentError("SparseRuntime: a tier needs a budget");
+    TierOptions tier = config.tier;
+    const uint64_t fixed = BundleTier::FixedBytes(*r->sidecar_);
+    if (config.resident_share >= 0.0) {
+      tier.resident_bytes = static_cast<uint64_t>(
+          config.resident_share * static_cast<double>(r->sidecar_->BundleBytes()));
+    } else {
+      const uint64_t left = budget->limit() - budget->used();
+      if (left < fixed) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "RAM budget ", FormatBytes(budget->limit()), " is too small: this session needs at least ",
+            FormatBytes(budget->used() + fixed), " before any resident bundle (",
+            budget->Report(), "; bundle staging ", FormatBytes(fixed),
+            "); a smaller context (-c) shrinks the KV cache"));
+      }
+      tier.resident_bytes = left - fixed;
+    }
+    KX_ASSIGN_OR_RETURN(r->tier_, BundleTier::Create(*r->sidecar_, tier, budget));
+  }
 
   if (!config.trace_path.empty()) {
     sparse::TraceHeader h;
@@ -89,6 +131,7 @@ absl::StatusOr<std::unique_ptr<SparseRuntime>> SparseRuntime::Create(
 }
 
 void SparseRuntime::ResetStats() {
+  if (tier_ != nullptr) tier_->ResetStats();
   const int64_t n_ff = stats_.n_ff;
   stats_ = SparseStats{};
   stats_.n_ff = n_ff;
@@ -125,6 +168,12 @@ void SparseRuntime::Predict(int layer, int n, const float* x) {
 void SparseRuntime::OnFfnInput(int layer, int n, const float* x) {
   if (layer == 0) Predict(0, n, x);
   if (layer + 1 < n_layer_) Predict(layer + 1, n, x);
+  // The tier starts layer l+1's reads now, so they overlap layer l's FFN and
+  // layer l+1's attention (adjacent prediction is what buys the time).
+  if (tier_ != nullptr && tier_->prefetch() && UsesBundles(n)) {
+    if (layer == 0) tier_->Prepare(0, Masks(0, 0));
+    if (layer + 1 < n_layer_) tier_->Prepare(layer + 1, Masks(layer + 1, 0));
+  }
 }
 
 void SparseRuntime::OnActivations(int layer, int n, float* act) {
@@ -185,7 +234,7 @@ void SparseRuntime::RunBundles(int layer, const float* x, float* y, ThreadPool& 
   }
   sparse::SparseFfnArgs args;
   args.layout = &L.layout;
-  args.bundles = bundles_[layer].data();
+  args.bundles = tier_ != nullptr ? tier_->Acquire(layer, masks) : bundles_[layer].data();
   args.groups = groups_.data();
   args.n_groups = n_active;
   args.masks = group_masks_.data();
@@ -195,6 +244,7 @@ void SparseRuntime::RunBundles(int layer, const float* x, float* y, ThreadPool& 
   args.y = y;
   args.kept = kept_.data();
   ffn_->Run(args, pool);
+  if (tier_ != nullptr) tier_->Release(layer);
   int64_t kept = 0;
   for (int i = 0; i < n_active; ++i) kept += __builtin_popcount(kept_[i]);
   stats_.layer_tokens += 1;
@@ -204,7 +254,7 @@ void SparseRuntime::RunBundles(int layer, const float* x, float* y, ThreadPool& 
 
 absl::StatusOr<std::unique_ptr<SparseRuntime>> LoadSparseRuntime(
     const Model& model, const std::string& sidecar_path, const SparseConfig& config,
-    const cpu::KernelTable& kernels, int n_threads, int max_batch) {
+    const cpu::KernelTable& kernels, int n_threads, int max_batch, MemoryBudget* budget) {
   std::string path = sidecar_path;
   if (path.empty()) {
     // KAIROX_SIDECAR_AUTO=0: never pick up a sidecar nobody named (the test
@@ -221,7 +271,8 @@ absl::StatusOr<std::unique_ptr<SparseRuntime>> LoadSparseRuntime(
              path, config.sparsity < 0 ? sidecar->sparsity() : config.sparsity,
              sidecar->group_size(), sidecar->PredictorBytes() / 1048576.0,
              sidecar->BundleBytes() / 1048576.0);
-  return SparseRuntime::Create(model, std::move(sidecar), config, kernels, n_threads, max_batch);
+  return SparseRuntime::Create(model, std::move(sidecar), config, kernels, n_threads, max_batch,
+                               budget);
 }
 
 }  // namespace kx

@@ -21,8 +21,10 @@
 #include <string>
 #include <vector>
 
+#include "base/memory_budget.h"
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "engine/bundle_tier.h"
 #include "engine/ffn_hook.h"
 #include "kernels/cpu/kernels.h"
 #include "sparse/sidecar.h"
@@ -38,6 +40,13 @@ struct SparseConfig {
   bool use_predictor = true;   // false: the oracle (threshold only; computes every neuron)
   bool masked_dense = false;   // decode through masked-dense too (reference, tracing)
   std::string trace_path;      // record predicted and actual sets per token and layer
+  // Bundles under a RAM budget (engine/bundle_tier.h): read from the sidecar
+  // file into `tier.resident_bytes` of slots instead of the mapped file.
+  // tier.resident_bytes comes from resident_share × the sidecar's bundle
+  // bytes when resident_share ≥ 0, else from what the budget has left.
+  bool tiered = false;
+  double resident_share = -1.0;
+  TierOptions tier;
 };
 
 // Counters since the last reset: neurons predicted and kept per layer-token.
@@ -54,8 +63,13 @@ class SparseRuntime final : public FfnHook {
  public:
   static absl::StatusOr<std::unique_ptr<SparseRuntime>> Create(
       const Model& model, std::unique_ptr<const sparse::Sidecar> sidecar,
-      const SparseConfig& config, const cpu::KernelTable& kernels, int n_threads, int max_batch);
+      const SparseConfig& config, const cpu::KernelTable& kernels, int n_threads, int max_batch,
+      MemoryBudget* budget);
   ~SparseRuntime() override;
+
+  // Bytes the runtime owns besides a tier: predictor weights (read every
+  // token, so counted though mapped), masks and scratch.
+  uint64_t OwnedBytes() const;
 
   const sparse::Sidecar& sidecar() const { return *sidecar_; }
   float sparsity() const { return sparsity_; }
@@ -77,6 +91,10 @@ class SparseRuntime final : public FfnHook {
 
   const SparseStats& stats() const { return stats_; }
   void ResetStats();
+  // The RAM tier, or null when bundles are read from the mapped sidecar.
+  BundleTier* tier() const { return tier_.get(); }
+  // The first error of the tier's reads (sticky); OK without a tier.
+  absl::Status status() const;
   // Flushes and closes the trace (also done by the destructor).
   absl::Status CloseTrace();
 
@@ -103,6 +121,9 @@ class SparseRuntime final : public FfnHook {
   // Per layer, the bundle of each group (pointers into the sidecar).
   std::vector<std::vector<const uint8_t*>> bundles_;
   std::unique_ptr<sparse::SparseFfn> ffn_;
+  std::unique_ptr<BundleTier> tier_;
+  MemoryBudget* budget_ = nullptr;
+  uint64_t reserved_ = 0;
   std::vector<int32_t> groups_;
   std::vector<uint32_t> group_masks_;
   std::vector<uint32_t> kept_;
@@ -119,6 +140,6 @@ class SparseRuntime final : public FfnHook {
 // runtime.
 absl::StatusOr<std::unique_ptr<SparseRuntime>> LoadSparseRuntime(
     const Model& model, const std::string& sidecar_path, const SparseConfig& config,
-    const cpu::KernelTable& kernels, int n_threads, int max_batch);
+    const cpu::KernelTable& kernels, int n_threads, int max_batch, MemoryBudget* budget);
 
 }  // namespace kx

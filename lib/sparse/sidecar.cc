@@ -211,6 +211,7 @@ absl::StatusOr<std::unique_ptr<const Sidecar>> Sidecar::Open(const std::string& 
                       static_cast<int64_t>(L.layout.bundle_stride) * L.layout.n_groups);
       if (!p.ok()) return wrap(p.status());
       L.bundles = *p;
+      L.bundles_file_offset = static_cast<uint64_t>(L.bundles - f.data());
     }
     if (f.FindTensor(LayerKey(l, "pred.w1")) != nullptr) {
       const GgufTensorInfo* t1 = f.FindTensor(LayerKey(l, "pred.w1"));

@@ -94,6 +94,7 @@ class Sidecar {
     std::vector<float> thresholds;
     BundleLayout layout;
     const uint8_t* bundles = nullptr;
+    uint64_t bundles_file_offset = 0;  // where `bundles` starts in the file (O_DIRECT reads)
     bool has_predictor = false;
     PredictorView predictor;
   };

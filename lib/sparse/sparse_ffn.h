@@ -58,6 +58,14 @@ class SparseFfn {
   // n_threads. Allocates nothing. Run is not reentrant.
   void Run(const SparseFfnArgs& args, ThreadPool& pool);
 
+  // Bytes of scratch held (for memory budgets).
+  uint64_t ScratchBytes() const {
+    return act_gate_.capacity() + act_up_.capacity() + gate_up_.capacity() * sizeof(float) +
+           runs_.capacity() * sizeof(cpu::RowRun) + down_rows_.capacity() * sizeof(void*) +
+           coef_.capacity() * sizeof(float) + kept_.capacity() * sizeof(uint32_t) +
+           counts_.capacity() * sizeof(ThreadCount) + partial_.capacity() * sizeof(float);
+  }
+
  private:
   struct alignas(64) ThreadCount {
     int64_t n = 0;

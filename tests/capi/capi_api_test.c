@@ -153,6 +153,21 @@ static kx_model* TestLoad(const char* path) {
   OK(kx_model_load(path, opts, &model));
   CHECK(model != NULL);
   CHECK(prog.n == 3 && prog.values[0] == 0.0f && prog.values[2] == 1.0f);
+  {
+    /* The options' sidecar is the sessions' default: a missing one is an error there. */
+    kx_session_params p;
+    kx_session* s = NULL;
+    OK(kx_session_params_init(&p, sizeof p));
+    p.n_ctx = 64;
+    EXPECT_STATUS(KX_STATUS_NOT_FOUND, "/nonexistent/sidecar", kx_session_create(model, &p, &s));
+    CHECK(s == NULL);
+    kx_model_free(model);
+  }
+  /* The sessions of the tests below run without a sidecar. */
+  OK(kx_model_options_set_sidecar_path(opts, NULL));
+  OK(kx_model_options_set_progress_callback(opts, NULL, NULL));
+  model = NULL;
+  OK(kx_model_load(path, opts, &model));
   kx_model_options_free(opts);
   return model;
 }

@@ -311,9 +311,14 @@ class Session:
 
     def __init__(self, model: Model, n_ctx: int = 0, n_batch: int = 0, n_threads: int = 0,
                  seed: int = 0xC0FFEE, sidecar: Optional[str] = None, sparse: bool = True,
-                 sparsity: float = 0.0) -> None:
+                 sparsity: float = 0.0, ram_budget: Optional[str] = None,
+                 policy: Optional[str] = None, prefetch: bool = True) -> None:
         """sidecar: a kairox-prepare sidecar (None: <model>.kairox.gguf beside the model, if
-        present); sparse=False runs dense; sparsity 0 uses the sidecar's own level."""
+        present); sparse=False runs dense; sparsity 0 uses the sidecar's own level.
+        ram_budget: "512M", "2G" or "50%" (None: the model's); with a sidecar, FFN bundles are
+        then read from its file into the session's own memory; policy: which groups stay
+        resident ("tam-adaptive" by default); prefetch=False reads a layer's bundles only
+        when it runs."""
         lib = C.lib()
         p = C.SessionParams()
         _check(lib.kx_session_params_init(ctypes.byref(p), ctypes.sizeof(p)))
@@ -321,6 +326,9 @@ class Session:
         p.sidecar = sidecar.encode() if sidecar else None
         p.sparse = 0 if sparse else 1
         p.sparsity = sparsity
+        p.ram_budget = ram_budget.encode() if ram_budget else None
+        p.policy = policy.encode() if policy else None
+        p.prefetch = 0 if prefetch else 1
         h = ctypes.c_void_p()
         _check(lib.kx_session_create(model.handle, ctypes.byref(p), ctypes.byref(h)))
         self._handle: Optional[int] = h.value

@@ -55,7 +55,8 @@ class ChatMessage(ctypes.Structure):
 class SessionParams(ctypes.Structure):
     _fields_ = [("struct_size", c_uint32), ("n_ctx", c_int32), ("n_batch", c_int32),
                 ("n_threads", c_int32), ("seed", c_uint64), ("sidecar", ctypes.c_char_p),
-                ("sparse", c_int32), ("sparsity", c_float)]
+                ("sparse", c_int32), ("sparsity", c_float), ("ram_budget", ctypes.c_char_p),
+                ("policy", ctypes.c_char_p), ("prefetch", c_int32)]
 
 
 class SamplerParams(ctypes.Structure):

@@ -1,0 +1,357 @@
+#include "engine/bundle_tier.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "base/check.h"
+#include "base/log.h"
+#include "base/size_parse.h"
+#include "base/timer.h"
+
+namespace kx {
+namespace {
+
+constexpr uint64_t kPage = kDirectIoAlign;
+constexpr char kSlotsName[] = "resident bundles";
+constexpr char kStagingName[] = "bundle staging";
+
+uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+// One layer's bundles in whole pages: where they start inside their first
+// page (the same for every layer, checked in Create; 0 for kairox's
+// page-aligned sidecars) and the pages they cover.
+struct LayerSpan {
+  uint64_t lead = 0;
+  uint64_t bytes = 0;
+};
+
+LayerSpan SpanOf(const sparse::Sidecar& s) {
+  const auto& L = s.layer(0);
+  LayerSpan span;
+  span.lead = L.bundles_file_offset % kPage;
+  span.bytes = RoundUp(span.lead + L.layout.bundle_stride * L.layout.n_groups, kPage);
+  return span;
+}
+
+}  // namespace
+
+uint64_t BundleTier::SlotBytes(const sparse::Sidecar& s) {
+  return s.n_layer() > 0 ? s.layer(0).layout.bundle_stride : 0;
+}
+
+int BundleTier::SlotsPerLayer(const sparse::Sidecar& s, uint64_t resident_bytes) {
+  if (s.n_layer() == 0) return 0;
+  const uint64_t per_layer = resident_bytes / static_cast<uint64_t>(s.n_layer());
+  const uint64_t k = per_layer / SlotBytes(s);
+  return static_cast<int>(std::min<uint64_t>(k, s.layer(0).layout.n_groups));
+}
+
+uint64_t BundleTier::FixedBytes(const sparse::Sidecar& s) {
+  const uint64_t n_groups = s.n_layer() > 0 ? s.layer(0).layout.n_groups : 0;
+  const uint64_t tables = static_cast<uint64_t>(s.n_layer()) * n_groups * sizeof(void*);
+  return 2 * SpanOf(s).bytes + tables;
+}
+
+absl::StatusOr<std::unique_ptr<BundleTier>> BundleTier::Create(const sparse::Sidecar& sidecar,
+                                                                const TierOptions& options,
+                                                                MemoryBudget* budget) {
+  if (budget == nullptr) return absl::InvalidArgumentError("BundleTier: no memory budget");
+  if (sidecar.n_layer() == 0) return absl::InvalidArgumentError("BundleTier: empty sidecar");
+  std::unique_ptr<BundleTier> t(new BundleTier());
+  t->sidecar_ = &sidecar;
+  t->options_ = options;
+  t->budget_ = budget;
+  t->n_layer_ = sidecar.n_layer();
+  t->n_groups_ = sidecar.layer(0).layout.n_groups;
+  t->gs_ = sidecar.group_size();
+  t->stride_ = SlotBytes(sidecar);
+  for (int l = 0; l < t->n_layer_; ++l) {
+    const auto& L = sidecar.layer(l).layout;
+    if (L.n_groups != t->n_groups_ || L.bundle_stride != t->stride_ ||
+        sidecar.layer(l).bundles_file_offset % kPage !=
+            sidecar.layer(0).bundles_file_offset % kPage) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "BundleTier: layer ", l, "'s bundles differ in shape or page alignment from layer 0's"));
+    }
+  }
+  t->slots_per_layer_ = SlotsPerLayer(sidecar, options.resident_bytes);
+  t->slot_bytes_total_ =
+      static_cast<uint64_t>(t->slots_per_layer_) * t->n_layer_ * t->stride_;
+  const LayerSpan span = SpanOf(sidecar);
+  t->mirror_bytes_ = span.bytes;
+  t->mirror_lead_ = span.lead;
+
+  // Memory first: the budget refuses before anything is allocated.
+  KX_RETURN_IF_ERROR(budget->Reserve(kStagingName, FixedBytes(sidecar)));
+  if (absl::Status st = budget->Reserve(kSlotsName, t->slot_bytes_total_); !st.ok()) {
+    budget->Release(kStagingName, FixedBytes(sidecar));
+    return st;
+  }
+  t->mirrors_ = static_cast<uint8_t*>(std::aligned_alloc(kPage, 2 * t->mirror_bytes_));
+  if (t->slot_bytes_total_ > 0) {
+    t->slots_ = static_cast<uint8_t*>(
+        std::aligned_alloc(kPage, RoundUp(t->slot_bytes_total_, kPage)));
+  }
+  if (t->mirrors_ == nullptr || (t->slot_bytes_total_ > 0 && t->slots_ == nullptr)) {
+    return absl::ResourceExhaustedError("BundleTier: out of memory for bundle slots");
+  }
+  // Poison: a slot or mirror byte read before a read landed shows up in logits.
+  std::memset(t->mirrors_, 0xA5, 2 * t->mirror_bytes_);
+  if (t->slots_ != nullptr) std::memset(t->slots_, 0xA5, t->slot_bytes_total_);
+
+  IoOptions io;
+  io.backend = options.io_backend;
+  KX_ASSIGN_OR_RETURN(t->io_, IoExecutor::Create(io));
+  KX_RETURN_IF_ERROR(t->io_->RegisterBuffer(t->mirrors_, 2 * t->mirror_bytes_));
+  KX_ASSIGN_OR_RETURN(t->fd_, OpenForDirectRead(sidecar.path(), &t->direct_));
+
+  policy::PolicyOptions po;
+  // From storage a miss costs a whole bundle read whatever its intensity,
+  // and a needed group is read anyway: caching it costs only a copy.
+  po.activity = policy::ActivityInput::kBinary;
+  po.admit_needed = options.admit_needed;
+  KX_ASSIGN_OR_RETURN(t->policy_, policy::MakePolicy(options.policy, po));
+  t->residency_ = std::make_unique<policy::Residency>(t->n_layer_, t->n_groups_,
+                                                      t->slots_per_layer_);
+  t->layers_.resize(t->n_layer_);
+  for (LayerState& L : t->layers_) {
+    L.event = std::make_unique<IoEvent>();
+    L.ptrs.assign(t->n_groups_, nullptr);
+    L.pending_loads.reserve(t->n_groups_);
+    L.pinned.reserve(t->n_groups_);
+  }
+  t->intensity_.resize(t->n_groups_);
+  t->page_marks_.resize(t->mirror_bytes_ / kPage);
+  t->needed_.reserve(t->n_groups_);
+  t->plan_.load.reserve(t->n_groups_);
+  t->plan_.evict.reserve(t->n_groups_);
+  t->reads_.reserve(t->page_marks_.size());
+  KX_RETURN_IF_ERROR(t->InitialPlacement());
+  if (!options.log_path.empty()) {
+    t->log_ = std::fopen(options.log_path.c_str(), "w");
+    if (t->log_ == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot write the tier log '", options.log_path, "'"));
+    }
+    std::fprintf(t->log_,
+                 "token,layer,lambda,resident,groups_needed,hits,loads,evictions,read_ops,"
+                 "bytes_read,io_wait_ns,compute_ns\n");
+  }
+  Log().info("bundle tier: {} of {} groups per layer resident ({}), policy {}, {} reads{}, "
+             "prefetch {}",
+             t->slots_per_layer_, t->n_groups_, FormatBytes(t->slot_bytes_total_),
+             t->policy_->name(), t->io_->backend_name(), t->direct_ ? " (O_DIRECT)" : "",
+             options.prefetch ? "on" : "off");
+  return t;
+}
+
+void BundleTier::LogStep(int layer) {
+  const TierStats& a = stats_;
+  const TierStats& b = logged_;
+  // A ResetStats since the last line makes deltas negative: count from zero.
+  const bool reset = a.layer_steps < b.layer_steps;
+  auto d = [&](int64_t x, int64_t y) { return static_cast<long long>(reset ? x : x - y); };
+  std::fprintf(log_, "%lld,%d,%.5f,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld\n",
+               static_cast<long long>(log_tokens_), layer, policy_->lambda(layer),
+               residency_->resident_count(layer), d(a.groups_needed, b.groups_needed),
+               d(a.hits, b.hits), d(a.loads, b.loads), d(a.evictions, b.evictions),
+               d(a.read_ops, b.read_ops), d(a.bytes_read, b.bytes_read),
+               d(a.io_wait_ns, b.io_wait_ns), d(a.compute_ns, b.compute_ns));
+  logged_ = stats_;
+  if (layer == n_layer_ - 1) ++log_tokens_;
+}
+
+BundleTier::~BundleTier() {
+  if (log_ != nullptr) std::fclose(log_);
+  // Drain in-flight reads before their buffers go.
+  for (LayerState& L : layers_) {
+    if (L.mirror >= 0 && L.event != nullptr) L.event->Wait();
+  }
+  io_.reset();
+  if (fd_ >= 0) ::close(fd_);
+  std::free(slots_);
+  std::free(mirrors_);
+  if (budget_ != nullptr && sidecar_ != nullptr) {
+    budget_->Release(kSlotsName, slot_bytes_total_);
+    budget_->Release(kStagingName, FixedBytes(*sidecar_));
+  }
+}
+
+absl::Status BundleTier::InitialPlacement() {
+  policy::PlacementStats ps;
+  ps.n_layer = n_layer_;
+  ps.n_groups = n_groups_;
+  ps.bundle_bytes = stride_;
+  ps.frequency.assign(static_cast<size_t>(n_layer_) * n_groups_, 0.0f);
+  for (int l = 0; l < n_layer_; ++l) {
+    const float* f = sidecar_->layer(l).freq;
+    for (int g = 0; g < n_groups_; ++g) {
+      double sum = 0;
+      for (int j = 0; j < gs_; ++j) sum += f[g * gs_ + j];
+      ps.frequency[static_cast<size_t>(l) * n_groups_ + g] = static_cast<float>(sum / gs_);
+    }
+  }
+  std::vector<std::pair<int, int>> loads;
+  policy_->Place(ps, *residency_, &loads);
+  std::vector<std::vector<int32_t>> per_layer(n_layer_);
+  for (const auto& [l, g] : loads) per_layer[l].push_back(g);
+  for (int l = 0; l < n_layer_; ++l) {
+    if (per_layer[l].empty()) continue;
+    IoEvent* ev = layers_[l].event.get();
+    ReadGroups(l, per_layer[l], 0, ev);
+    ev->Wait();
+    KX_RETURN_IF_ERROR(ev->status());
+    for (int32_t g : per_layer[l]) {
+      int slot = residency_->free_slot(l);
+      KX_CHECK_MSG(slot >= 0, "initial placement exceeds the slots");
+      residency_->BeginLoad(l, g, slot);
+      std::memcpy(SlotPtr(l, slot), MirrorGroup(0, g), stride_);
+      residency_->CompleteLoad(l, g);
+    }
+  }
+  stats_ = TierStats{};
+  return absl::OkStatus();
+}
+
+void BundleTier::ReadGroups(int layer, const std::vector<int32_t>& groups, int m, IoEvent* event) {
+  std::fill(page_marks_.begin(), page_marks_.end(), 0);
+  for (int32_t g : groups) {
+    const uint64_t begin = mirror_lead_ + static_cast<uint64_t>(g) * stride_;
+    const uint64_t end = begin + stride_;
+    for (uint64_t p = begin / kPage; p < RoundUp(end, kPage) / kPage; ++p) page_marks_[p] = 1;
+  }
+  // The mirror's page p holds the file page at file_first + p pages.
+  const uint64_t file_first = sidecar_->layer(layer).bundles_file_offset - mirror_lead_;
+  reads_.clear();
+  const uint64_t n_pages = page_marks_.size();
+  for (uint64_t p = 0; p < n_pages;) {
+    if (!page_marks_[p]) {
+      ++p;
+      continue;
+    }
+    uint64_t q = p;
+    while (q < n_pages && page_marks_[q]) ++q;
+    IoRead r;
+    r.fd = fd_;
+    r.offset = file_first + p * kPage;
+    r.length = (q - p) * kPage;
+    r.dst = mirrors_ + static_cast<uint64_t>(m) * mirror_bytes_ + p * kPage;
+    r.event = event;
+    reads_.push_back(r);
+    stats_.bytes_read += static_cast<int64_t>(r.length);
+    p = q;
+  }
+  event->Reset();
+  if (reads_.empty()) return;
+  event->Add(static_cast<int>(reads_.size()));
+  stats_.read_ops += static_cast<int64_t>(reads_.size());
+  io_->Submit(IoPriority::kCritical, reads_.data(), static_cast<int>(reads_.size()));
+}
+
+void BundleTier::Prepare(int layer, const uint32_t* masks) {
+  LayerState& L = layers_[layer];
+  if (L.mirror >= 0) return;  // already prepared for this step
+  const int m = next_mirror_;
+  KX_CHECK_MSG(mirror_owner_[m] < 0, "bundle tier: both staging mirrors are in use");
+  next_mirror_ ^= 1;
+  mirror_owner_[m] = layer;
+  L.mirror = m;
+
+  for (int g = 0; g < n_groups_; ++g) {
+    intensity_[g] = static_cast<float>(__builtin_popcount(masks[g])) / static_cast<float>(gs_);
+  }
+  policy::Window window;
+  policy_->PlanLayer(layer, intensity_.data(), L.feedback, window, *residency_, &plan_);
+  for (int32_t g : plan_.evict) {
+    residency_->Evict(layer, g);
+    ++stats_.evictions;
+  }
+  L.pending_loads.clear();
+  for (int32_t g : plan_.load) {
+    const int slot = residency_->free_slot(layer);
+    KX_CHECK_MSG(slot >= 0, "bundle tier: the policy's plan exceeds the slots");
+    residency_->BeginLoad(layer, g, slot);
+    L.pending_loads.push_back({g, slot});
+  }
+  stats_.loads += static_cast<int64_t>(plan_.load.size());
+
+  // Needed groups: resident ones are read in place, the rest come through the mirror.
+  needed_.clear();
+  for (int g = 0; g < n_groups_; ++g) {
+    if (masks[g] == 0) {
+      L.ptrs[g] = nullptr;
+      continue;
+    }
+    ++stats_.groups_needed;
+    const int slot = residency_->slot_of(layer, g);
+    if (slot >= 0) {
+      ++stats_.hits;
+      L.ptrs[g] = SlotPtr(layer, slot);
+    } else {
+      L.ptrs[g] = MirrorGroup(m, g);
+      needed_.push_back(g);
+    }
+  }
+  for (const auto& [g, slot] : L.pending_loads) {
+    if (masks[g] == 0) needed_.push_back(g);  // admitted but not needed now: read it too
+  }
+  ReadGroups(layer, needed_, m, L.event.get());
+}
+
+const uint8_t* const* BundleTier::Acquire(int layer, const uint32_t* masks) {
+  LayerState& L = layers_[layer];
+  if (L.mirror < 0) Prepare(layer, masks);
+  const int64_t t0 = NowNs();
+  if (!options_.debug_skip_wait) L.event->Wait();
+  const int64_t t1 = NowNs();
+  L.wait_ns = t1 - t0;
+  stats_.io_wait_ns += L.wait_ns;
+  const absl::Status read_status = L.event->status();
+  if (!read_status.ok() && status_.ok()) status_ = read_status;
+  for (const auto& [g, slot] : L.pending_loads) {
+    if (!read_status.ok()) {  // never cache bytes that did not arrive
+      residency_->CancelLoad(layer, g);
+      continue;
+    }
+    std::memcpy(SlotPtr(layer, slot), MirrorGroup(L.mirror, g), stride_);
+    residency_->CompleteLoad(layer, g);
+  }
+  L.pending_loads.clear();
+  const int64_t t2 = NowNs();
+  stats_.copy_ns += t2 - t1;
+  // Pin the slots compute reads, so no plan can evict them mid-layer.
+  L.pinned.clear();
+  for (int g = 0; g < n_groups_; ++g) {
+    if (masks[g] == 0) continue;
+    const int slot = residency_->slot_of(layer, g);
+    if (slot >= 0 && L.ptrs[g] == SlotPtr(layer, slot)) {
+      residency_->Pin(layer, slot);
+      L.pinned.push_back(slot);
+    }
+  }
+  L.acquired = true;
+  L.acquire_ns = t2;
+  return L.ptrs.data();
+}
+
+void BundleTier::Release(int layer) {
+  LayerState& L = layers_[layer];
+  KX_CHECK_MSG(L.acquired, "bundle tier: Release without Acquire");
+  const int64_t compute = NowNs() - L.acquire_ns;
+  stats_.compute_ns += compute;
+  ++stats_.layer_steps;
+  for (int slot : L.pinned) residency_->Unpin(layer, slot);
+  L.pinned.clear();
+  L.feedback.io_wait_s = static_cast<double>(L.wait_ns) * 1e-9;
+  L.feedback.cpu_s = static_cast<double>(compute) * 1e-9;
+  mirror_owner_[L.mirror] = -1;
+  L.mirror = -1;
+  L.acquired = false;
+  if (log_ != nullptr) LogStep(layer);
+}
+
+}  // namespace kx

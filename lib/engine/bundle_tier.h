@@ -1,0 +1,170 @@
+// FFN bundles under a RAM budget: the fast tier (resident slots in RAM) and
+// the slow one (the sidecar file on disk), with groups moved between them
+// online by a placement policy (policy/policy.h) — ActiveFlow's boundary,
+// run by the machinery the GPU tier will use.
+//
+// Per layer there are K slots (K = the resident budget ÷ (layers × bundle
+// bytes)); Residency (policy/residency.h) says which group sits in which.
+// One decode step of layer l:
+//   Prepare(l, masks)  — as soon as l's predicted-active groups are known
+//                        (one layer ahead: adjacent prediction): the policy
+//                        plans loads/evictions from the groups' intensities,
+//                        and every needed group that is not resident — and
+//                        every group the plan loads — is read with O_DIRECT,
+//                        as page runs, into a staging mirror of the layer's
+//                        bundles on the I/O executor's critical queue;
+//   Acquire(l)         — waits for those reads (the stall is measured),
+//                        copies admitted groups from the mirror into their
+//                        slots, and returns the bundle pointer of each needed
+//                        group (its slot, or the mirror for a one-shot read);
+//   Release(l)         — the layer's compute is done: slots may be reused,
+//                        and the I/O wait vs compute time of this step is
+//                        the feedback the adaptive policy moves λ with.
+// Two mirrors alternate, so layer l+1's reads land while layer l computes.
+// What is computed never depends on where a bundle came from: the tests
+// compare logits with the all-in-RAM path bit for bit.
+//
+//   KX_ASSIGN_OR_RETURN(auto tier, BundleTier::Create(sidecar, opts, &ram_budget));
+//   tier->Prepare(l, masks);                   // masks[g]: bits of predicted neurons
+//   const uint8_t* const* b = tier->Acquire(l, masks);
+//   ... SparseFfn over b ...
+//   tier->Release(l);
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/memory_budget.h"
+#include "base/status.h"
+#include "exec/io_executor.h"
+#include "policy/policy.h"
+#include "policy/residency.h"
+#include "sparse/sidecar.h"
+
+namespace kx {
+
+struct TierOptions {
+  uint64_t resident_bytes = 0;  // bytes of resident bundle slots, all layers together
+  std::string policy = "tam-adaptive";  // policy::MakePolicy name
+  bool prefetch = true;         // false: a layer's reads start only when it runs
+  // TAM/LFU: a needed group may take a slot without passing τ (it is read
+  // anyway); policy::PolicyOptions::admit_needed.
+  bool admit_needed = true;
+  // Negative control for the tests: Acquire does not wait for the reads, so
+  // compute may see stale bytes. Never set outside a test.
+  bool debug_skip_wait = false;
+  IoBackend io_backend = IoBackend::kAuto;
+  // CSV, one line per layer step (docs/tiers.md): token, layer, λ, resident
+  // groups, needed, hits, loads, evictions, reads, bytes, I/O stall and FFN
+  // compute ns — the input of the tier's plots (benchmarks/tier/) and, with
+  // the activity trace, of the simulator later. "": none.
+  std::string log_path;
+};
+
+// Counters since the last ResetStats.
+struct TierStats {
+  int64_t layer_steps = 0;
+  int64_t groups_needed = 0;  // predicted-active groups
+  int64_t hits = 0;           // of those, resident when the layer was prepared
+  int64_t read_ops = 0;       // I/O operations (page runs)
+  int64_t bytes_read = 0;
+  int64_t loads = 0;          // groups admitted into slots
+  int64_t evictions = 0;
+  int64_t io_wait_ns = 0;     // compute waited for reads (the I/O stall)
+  int64_t compute_ns = 0;     // Acquire → Release: the layers' FFN compute
+  int64_t copy_ns = 0;        // mirror → slot copies of admitted groups
+};
+
+class BundleTier {
+ public:
+  // Sizes and reserves its memory from `budget` (slots as "resident bundles",
+  // mirrors as "bundle staging"), opens the sidecar for O_DIRECT reads and
+  // reads the policy's initial placement. `sidecar` must outlive the tier.
+  static absl::StatusOr<std::unique_ptr<BundleTier>> Create(const sparse::Sidecar& sidecar,
+                                                             const TierOptions& options,
+                                                             MemoryBudget* budget);
+  ~BundleTier();
+
+  // Bytes the tier needs besides its slots (two staging mirrors, tables).
+  static uint64_t FixedBytes(const sparse::Sidecar& sidecar);
+  // Bytes of one slot (one bundle) and slots per layer for `resident_bytes`.
+  static uint64_t SlotBytes(const sparse::Sidecar& sidecar);
+  static int SlotsPerLayer(const sparse::Sidecar& sidecar, uint64_t resident_bytes);
+
+  void Prepare(int layer, const uint32_t* masks);
+  // Prepares first when the layer was not (layer 0, or prefetch off).
+  const uint8_t* const* Acquire(int layer, const uint32_t* masks);
+  void Release(int layer);
+
+  bool prefetch() const { return options_.prefetch; }
+  int slots_per_layer() const { return slots_per_layer_; }
+  const char* io_backend() const { return io_->backend_name(); }
+  bool direct_io() const { return direct_; }
+  const policy::Policy& policy() const { return *policy_; }
+  const policy::Residency& residency() const { return *residency_; }
+  const TierStats& stats() const { return stats_; }
+  void ResetStats() { stats_ = TierStats{}; }
+  // The first read error (sticky; decode results after it are not valid).
+  const absl::Status& status() const { return status_; }
+
+ private:
+  struct LayerState {
+    int mirror = -1;  // staging mirror holding this step's reads; -1: not prepared
+    bool acquired = false;
+    std::unique_ptr<IoEvent> event;
+    std::vector<std::pair<int32_t, int>> pending_loads;  // (group, slot) admitted this step
+    std::vector<int32_t> pinned;         // slots pinned while the layer computes
+    std::vector<const uint8_t*> ptrs;    // per group: where compute reads it
+    policy::Feedback feedback;           // of the last completed step
+    int64_t wait_ns = 0;
+    int64_t acquire_ns = 0;
+  };
+  BundleTier() = default;
+  absl::Status InitialPlacement();
+  // Reads the pages covering `groups` of `layer` into mirror m (critical queue).
+  void ReadGroups(int layer, const std::vector<int32_t>& groups, int m, IoEvent* event);
+  uint8_t* SlotPtr(int layer, int slot) const {
+    return slots_ + (static_cast<uint64_t>(layer) * slots_per_layer_ + slot) * stride_;
+  }
+  const uint8_t* MirrorGroup(int m, int group) const {
+    return mirrors_ + static_cast<uint64_t>(m) * mirror_bytes_ + mirror_lead_ +
+           static_cast<uint64_t>(group) * stride_;
+  }
+
+  const sparse::Sidecar* sidecar_ = nullptr;
+  TierOptions options_;
+  MemoryBudget* budget_ = nullptr;
+  std::unique_ptr<IoExecutor> io_;
+  int fd_ = -1;
+  bool direct_ = false;
+  std::unique_ptr<policy::Policy> policy_;
+  std::unique_ptr<policy::Residency> residency_;
+  int n_layer_ = 0, n_groups_ = 0, gs_ = 0, slots_per_layer_ = 0;
+  uint64_t stride_ = 0;
+  // Slots: n_layer × K bundles; mirrors: two copies of a layer's page-aligned span.
+  uint8_t* slots_ = nullptr;
+  uint64_t slot_bytes_total_ = 0;
+  uint8_t* mirrors_ = nullptr;
+  uint64_t mirror_bytes_ = 0;  // one mirror, whole pages
+  uint64_t mirror_lead_ = 0;   // bundles' offset inside their first page (0 for kairox sidecars)
+  int mirror_owner_[2] = {-1, -1};
+  int next_mirror_ = 0;
+  std::vector<LayerState> layers_;
+  std::vector<float> intensity_;
+  std::vector<uint8_t> page_marks_;
+  std::vector<int32_t> needed_;
+  policy::Plan plan_;
+  std::vector<IoRead> reads_;
+  TierStats stats_;
+  absl::Status status_;
+  std::FILE* log_ = nullptr;
+  TierStats logged_;  // stats_ at the last log line
+  int64_t log_tokens_ = 0;
+  void LogStep(int layer);
+};
+
+}  // namespace kx

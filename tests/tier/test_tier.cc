@@ -1,0 +1,248 @@
+// FFN bundles under a RAM budget (engine/bundle_tier.h), end to end on a
+// writer-made tiny model with a sidecar from the real prepare pipeline:
+//   - at budgets of 100/50/25/10 % of the bundle bytes and with every policy,
+//     teacher-forced logits are bit-identical to the all-in-RAM sparse path
+//     (the tier changes where bundles come from, not what is computed);
+//   - the negative control (compute without waiting for reads) breaks that;
+//   - budgets are hard limits: what the session holds stays under them, and
+//     a budget too small gets an error naming the minimum.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "base/memory_budget.h"
+#include "catch2/catch.hpp"
+#include "engine/engine.h"
+#include "engine/sparse_runtime.h"
+#include "engine/tiny_model.h"
+#include "prepare/prepare.h"
+#include "test_util.h"
+
+namespace {
+
+std::string TempDir() {
+  static const std::string dir = [] {
+    std::string d = "/tmp/kx_test_tier_" + std::to_string(::getpid());
+    ::mkdir(d.c_str(), 0755);
+    return d;
+  }();
+  return dir;
+}
+
+struct Prepared {
+  std::string model, sidecar;
+};
+
+// Built once: 3 layers, n_ff 512 in 32 groups of 16, s = 0.5.
+const Prepared& Tiny() {
+  static const Prepared p = [] {
+    Prepared r;
+    r.model = TempDir() + "/tier.gguf";
+    r.sidecar = TempDir() + "/tier.kairox.gguf";
+    kx::test::TinyModelSpec s;
+    s.n_layer = 3;
+    s.n_embd = 64;
+    s.n_ff = 512;
+    s.seed = 91;
+    auto st = kx::test::WriteTinyModel(r.model, s, nullptr);
+    INFO(st.message());
+    REQUIRE(st.ok());
+    kx::PrepareOptions o;
+    o.model_path = r.model;
+    o.sidecar_path = r.sidecar;
+    o.sparsity = 0.5f;
+    o.levels = {0.0f, 0.5f, 0.8f};
+    o.group_size = 16;
+    o.n_threads = 2;
+    o.calibration.token_budget = 1200;
+    o.calibration.max_new_tokens = 48;
+    o.predictor.ranks = {16};
+    o.predictor.max_rank = 16;
+    o.predictor.train.epochs = 3;
+    auto rep = kx::Prepare(o);
+    INFO(rep.status().message());
+    REQUIRE(rep.ok());
+    return r;
+  }();
+  return p;
+}
+
+absl::StatusOr<std::unique_ptr<kx::Engine>> Load(kx::EngineOptions o) {
+  o.n_threads = 2;
+  o.n_ctx = 128;
+  o.sidecar = Tiny().sidecar;
+  return kx::Engine::Load(Tiny().model, o);
+}
+
+std::vector<int32_t> Tokens(uint64_t seed, int n) {
+  auto rng = kx::test::SeededRng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(1 + rng() % 255);
+  return t;
+}
+
+// Teacher-forced, one token per Eval (the tier evaluates prompts token by
+// token, so the reference does too): the logits of every token.
+std::vector<std::vector<float>> Run(kx::Engine& e, const std::vector<int32_t>& tokens) {
+  std::vector<std::vector<float>> out;
+  for (int32_t t : tokens) {
+    absl::Status st = e.Eval(std::span<const int32_t>(&t, 1));
+    INFO(st.message());
+    REQUIRE(st.ok());
+    auto l = e.Logits();
+    out.emplace_back(l.begin(), l.end());
+  }
+  return out;
+}
+
+double MaxAbsDiff(const std::vector<std::vector<float>>& a,
+                  const std::vector<std::vector<float>>& b) {
+  double m = 0;
+  for (size_t t = 0; t < a.size(); ++t) {
+    for (size_t i = 0; i < a[t].size(); ++i) {
+      m = std::max(m, std::fabs(static_cast<double>(a[t][i]) - b[t][i]));
+    }
+  }
+  return m;
+}
+
+const std::vector<int32_t>& Sequence() {
+  static const std::vector<int32_t> t = Tokens(5, 40);
+  return t;
+}
+
+const std::vector<std::vector<float>>& Reference() {
+  static const std::vector<std::vector<float>> ref = [] {
+    auto e = Load({});
+    REQUIRE(e.ok());
+    REQUIRE((*e)->sparse() != nullptr);
+    REQUIRE((*e)->sparse()->tier() == nullptr);
+    return Run(**e, Sequence());
+  }();
+  return ref;
+}
+
+}  // namespace
+
+TEST_CASE("the tier computes exactly what the all-in-RAM sparse path computes") {
+  const auto& ref = Reference();
+  for (const char* budget : {"100%", "50%", "25%", "10%"}) {
+    for (const char* policy : {"static", "lru", "lfu", "tam", "tam-t", "tam-adaptive",
+                               "tam-t-adaptive"}) {
+      for (bool prefetch : {true, false}) {
+        DYNAMIC_SECTION(budget << " " << policy << (prefetch ? "" : " no-prefetch")) {
+          kx::EngineOptions o;
+          o.ram_budget = budget;
+          o.policy = policy;
+          o.prefetch = prefetch;
+          auto e = Load(o);
+          INFO(e.status().message());
+          REQUIRE(e.ok());
+          kx::BundleTier* tier = (*e)->sparse()->tier();
+          REQUIRE(tier != nullptr);
+          const auto got = Run(**e, Sequence());
+          CHECK(MaxAbsDiff(got, ref) == 0.0);
+          const kx::TierStats& st = tier->stats();
+          CHECK(st.layer_steps == 3 * static_cast<int64_t>(Sequence().size()));
+          CHECK(st.groups_needed > 0);
+          CHECK(st.hits <= st.groups_needed);
+          if (std::string(budget) == "100%") {
+            CHECK(tier->slots_per_layer() == 32);
+          } else {
+            CHECK(tier->slots_per_layer() < 32);
+            CHECK(st.bytes_read > 0);  // something came from the file
+          }
+          CHECK((*e)->ram_budget().used() <= (*e)->ram_budget().limit());
+          CHECK((*e)->ram_budget().held("resident bundles") ==
+                static_cast<uint64_t>(tier->slots_per_layer()) * 3 *
+                    kx::BundleTier::SlotBytes((*e)->sparse()->sidecar()));
+          tier->residency().CheckInvariants();
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("negative control: computing without waiting for reads changes the logits") {
+  const auto& ref = Reference();
+  kx::EngineOptions o;
+  o.ram_budget = "10%";
+  o.policy = "lru";
+  o.prefetch = false;  // reads start when the layer runs: compute outruns them
+  o.debug_skip_io_wait = true;
+  auto e = Load(o);
+  REQUIRE(e.ok());
+  const auto got = Run(**e, Sequence());
+  CHECK(MaxAbsDiff(got, ref) > 0.0);
+}
+
+TEST_CASE("a byte budget is a hard limit; one too small names the minimum") {
+  // Find what the session needs besides resident bundles.
+  kx::EngineOptions probe;
+  probe.ram_budget = "1%";
+  auto p = Load(probe);
+  REQUIRE(p.ok());
+  const uint64_t fixed = (*p)->ram_budget().used() - (*p)->ram_budget().held("resident bundles");
+  const uint64_t slot = kx::BundleTier::SlotBytes((*p)->sparse()->sidecar());
+  p->reset();
+
+  SECTION("just enough for 5 slots per layer") {
+    kx::EngineOptions o;
+    const uint64_t limit = fixed + 5 * 3 * slot + slot / 2;
+    o.ram_budget = std::to_string(limit);
+    auto e = Load(o);
+    INFO(e.status().message());
+    REQUIRE(e.ok());
+    CHECK((*e)->sparse()->tier()->slots_per_layer() == 5);
+    CHECK((*e)->ram_budget().limit() == limit);
+    CHECK((*e)->ram_budget().used() <= limit);
+    const auto got = Run(**e, Sequence());
+    CHECK(MaxAbsDiff(got, Reference()) == 0.0);
+    CHECK((*e)->ram_budget().peak() <= limit);
+  }
+  SECTION("below the fixed part") {
+    kx::EngineOptions o;
+    o.ram_budget = std::to_string(fixed - 1);
+    auto e = Load(o);
+    REQUIRE(!e.ok());
+    const std::string msg(e.status().message());
+    CHECK_THAT(msg, Catch::Contains("too small"));
+    CHECK_THAT(msg, Catch::Contains("needs at least"));
+  }
+  SECTION("below the KV cache") {
+    kx::EngineOptions o;
+    o.ram_budget = "4K";
+    auto e = Load(o);
+    REQUIRE(!e.ok());
+    CHECK_THAT(std::string(e.status().message()), Catch::Contains("KV cache"));
+  }
+  SECTION("not a size") {
+    kx::EngineOptions o;
+    o.ram_budget = "lots";
+    auto e = Load(o);
+    REQUIRE(!e.ok());
+    CHECK_THAT(std::string(e.status().message()), Catch::Contains("--ram-budget"));
+  }
+  SECTION("an unknown policy") {
+    kx::EngineOptions o;
+    o.ram_budget = "50%";
+    o.policy = "clairvoyant";
+    auto e = Load(o);
+    REQUIRE(!e.ok());
+    CHECK_THAT(std::string(e.status().message()), Catch::Contains("tam"));
+  }
+}
+
+TEST_CASE("without a budget the session's memory is accounted, not limited") {
+  auto e = Load({});
+  REQUIRE(e.ok());
+  const kx::MemoryBudget& b = (*e)->ram_budget();
+  CHECK(b.unlimited());
+  CHECK(b.held("KV cache") > 0);
+  CHECK(b.held("scratch") > 0);
+  CHECK(b.held("predictors + sparse scratch") > 0);
+  CHECK(b.held("resident bundles") == 0);
+}
