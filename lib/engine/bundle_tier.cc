@@ -299,7 +299,11 @@ void BundleTier::Prepare(int layer, const uint32_t* masks) {
   for (const auto& [g, slot] : L.pending_loads) {
     if (masks[g] == 0) needed_.push_back(g);  // admitted but not needed now: read it too
   }
+  const int64_t ops_before = stats_.read_ops, bytes_before = stats_.bytes_read;
   ReadGroups(layer, needed_, m, L.event.get());
+  L.step.read_ops = stats_.read_ops - ops_before;
+  L.step.bytes_read = stats_.bytes_read - bytes_before;
+  L.step.resident_groups = residency_->resident_count(layer) + residency_->loading_count(layer);
 }
 
 const uint8_t* const* BundleTier::Acquire(int layer, const uint32_t* masks) {
@@ -346,6 +350,8 @@ void BundleTier::Release(int layer) {
   ++stats_.layer_steps;
   for (int slot : L.pinned) residency_->Unpin(layer, slot);
   L.pinned.clear();
+  L.step.io_wait_ns = L.wait_ns;
+  L.step.lambda = policy_->lambda(layer);
   L.feedback.io_wait_s = static_cast<double>(L.wait_ns) * 1e-9;
   L.feedback.cpu_s = static_cast<double>(compute) * 1e-9;
   mirror_owner_[L.mirror] = -1;

@@ -81,6 +81,14 @@ struct TierStats {
 
 class BundleTier {
  public:
+  // One layer's last completed step (traces).
+  struct LayerStep {
+    int resident_groups = 0;  // after the step's plan
+    int64_t read_ops = 0;
+    int64_t bytes_read = 0;
+    int64_t io_wait_ns = 0;
+    double lambda = 0.0;  // the policy's λ for the layer (0: not TAM)
+  };
   // Sizes and reserves its memory from `budget` (slots as "resident bundles",
   // mirrors as "bundle staging"), opens the sidecar for O_DIRECT reads and
   // reads the policy's initial placement. `sidecar` must outlive the tier.
@@ -107,6 +115,7 @@ class BundleTier {
   const policy::Policy& policy() const { return *policy_; }
   const policy::Residency& residency() const { return *residency_; }
   const TierStats& stats() const { return stats_; }
+  const LayerStep& last_step(int layer) const { return layers_[layer].step; }
   void ResetStats() { stats_ = TierStats{}; }
   // The first read error (sticky; decode results after it are not valid).
   const absl::Status& status() const { return status_; }
@@ -122,6 +131,7 @@ class BundleTier {
     policy::Feedback feedback;           // of the last completed step
     int64_t wait_ns = 0;
     int64_t acquire_ns = 0;
+    LayerStep step;  // filled by Prepare, Acquire and Release
   };
   BundleTier() = default;
   absl::Status InitialPlacement();

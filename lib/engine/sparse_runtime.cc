@@ -247,9 +247,32 @@ void SparseRuntime::RunBundles(int layer, const float* x, float* y, ThreadPool& 
   if (tier_ != nullptr) tier_->Release(layer);
   int64_t kept = 0;
   for (int i = 0; i < n_active; ++i) kept += __builtin_popcount(kept_[i]);
+  if (trace_ != nullptr && tier_ != nullptr) TraceTierStep(layer, masks);
   stats_.layer_tokens += 1;
   stats_.predicted += predicted;
   stats_.kept += kept;
+}
+
+void SparseRuntime::TraceTierStep(int layer, const uint32_t* masks) {
+  std::fill(pred_bits_.begin(), pred_bits_.end(), 0);
+  for (int i = 0; i < n_ff_; ++i) {
+    const uint64_t bit = (masks[i / gs_] >> (i % gs_)) & 1u;
+    pred_bits_[i >> 6] |= bit << (i & 63);
+  }
+  const BundleTier::LayerStep& t = tier_->last_step(layer);
+  sparse::LayerStats st;
+  st.present = sparse::LayerStats::kResidentGroups | sparse::LayerStats::kReads |
+               sparse::LayerStats::kBytesRead | sparse::LayerStats::kStallNs |
+               sparse::LayerStats::kLambda;
+  st.resident_groups = static_cast<uint64_t>(t.resident_groups);
+  st.reads = static_cast<uint64_t>(t.read_ops);
+  st.bytes_read = static_cast<uint64_t>(t.bytes_read);
+  st.stall_ns = static_cast<uint64_t>(t.io_wait_ns);
+  st.lambda = t.lambda;
+  if (auto s = trace_->AddLayer(step_, layer, pred_bits_.data(), nullptr, &st); !s.ok()) {
+    Log().warn("trace: {}; tracing stops", std::string(s.message()));
+    trace_.reset();
+  }
 }
 
 absl::StatusOr<std::unique_ptr<SparseRuntime>> LoadSparseRuntime(

@@ -75,8 +75,11 @@ class SparseRuntime final : public FfnHook {
   float sparsity() const { return sparsity_; }
   const SparseConfig& config() const { return config_; }
   // Whether a batch of n tokens runs the FFN on bundles (else masked-dense).
+  // A trace needs the actual active set, which only masked-dense computes —
+  // except under a RAM tier, where the trace records the predicted sets and
+  // the tier's per-layer statistics instead (docs/trace.md).
   bool UsesBundles(int n_tokens) const {
-    return n_tokens == 1 && !config_.masked_dense && trace_ == nullptr;
+    return n_tokens == 1 && !config_.masked_dense && (trace_ == nullptr || tier_ != nullptr);
   }
 
   // FfnHook: predicts layer l+1 (and layer 0 from its own input), and masks.
@@ -101,6 +104,8 @@ class SparseRuntime final : public FfnHook {
  private:
   SparseRuntime() = default;
   void Predict(int layer, int n, const float* x);
+  // One trace record of a tiered decode step: the predicted set and the tier's statistics.
+  void TraceTierStep(int layer, const uint32_t* masks);
   uint32_t* Masks(int layer, int b) {
     return &masks_[static_cast<size_t>(layer & 1) * mask_slot_ +
                    static_cast<size_t>(b) * n_groups_];

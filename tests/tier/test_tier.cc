@@ -19,6 +19,7 @@
 #include "engine/sparse_runtime.h"
 #include "engine/tiny_model.h"
 #include "prepare/prepare.h"
+#include "sparse/trace.h"
 #include "test_util.h"
 
 namespace {
@@ -245,4 +246,42 @@ TEST_CASE("without a budget the session's memory is accounted, not limited") {
   CHECK(b.held("scratch") > 0);
   CHECK(b.held("predictors + sparse scratch") > 0);
   CHECK(b.held("resident bundles") == 0);
+}
+
+TEST_CASE("under a RAM tier the trace records predicted sets and the tier's statistics") {
+  const std::string path = TempDir() + "/tier.kxtrace";
+  {
+    kx::EngineOptions o;
+    o.ram_budget = "25%";
+    o.policy = "tam-adaptive";
+    o.trace_path = path;
+    auto e = Load(o);
+    REQUIRE(e.ok());
+    REQUIRE((*e)->sparse()->UsesBundles(1));
+    const auto got = Run(**e, Sequence());
+    // Tracing does not change what is computed.
+    CHECK(MaxAbsDiff(got, Reference()) == 0.0);
+  }
+  auto reader = kx::sparse::TraceReader::Open(path);
+  INFO(reader.status().message());
+  REQUIRE(reader.ok());
+  kx::sparse::TraceRecord rec;
+  int records = 0;
+  uint64_t bytes = 0;
+  bool lambda_ok = true;
+  for (;;) {
+    auto more = reader->Next(&rec);
+    REQUIRE(more.ok());
+    if (!*more) break;
+    ++records;
+    CHECK(rec.has_predicted);
+    CHECK(!rec.has_actual);
+    CHECK(rec.stats.present == kx::sparse::LayerStats::kKnownFields);
+    CHECK(rec.stats.resident_groups <= 32);
+    bytes += rec.stats.bytes_read;
+    lambda_ok &= rec.stats.lambda >= 0.5 && rec.stats.lambda <= 0.95;
+  }
+  CHECK(records == 3 * static_cast<int>(Sequence().size()));
+  CHECK(bytes > 0);
+  CHECK(lambda_ok);
 }
