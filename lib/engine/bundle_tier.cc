@@ -69,6 +69,9 @@ absl::StatusOr<std::unique_ptr<BundleTier>> BundleTier::Create(const sparse::Sid
   t->n_groups_ = sidecar.layer(0).layout.n_groups;
   t->gs_ = sidecar.group_size();
   t->stride_ = SlotBytes(sidecar);
+  int gap = options.max_gap_pages;
+  if (const char* e = std::getenv("KAIROX_TIER_GAP"); e != nullptr && *e != '\0') gap = std::atoi(e);
+  t->max_gap_pages_ = static_cast<uint64_t>(std::max(0, gap));
   for (int l = 0; l < t->n_layer_; ++l) {
     const auto& L = sidecar.layer(l).layout;
     if (L.n_groups != t->n_groups_ || L.bundle_stride != t->stride_ ||
@@ -233,8 +236,20 @@ void BundleTier::ReadGroups(int layer, const std::vector<int32_t>& groups, int m
       ++p;
       continue;
     }
+    // The run, extended through gaps of at most max_gap_pages unneeded pages:
+    // one larger read costs less than two operations (the gap lands in the
+    // mirror, which nothing reads there).
     uint64_t q = p;
-    while (q < n_pages && page_marks_[q]) ++q;
+    for (;;) {
+      while (q < n_pages && page_marks_[q]) ++q;
+      uint64_t next = q;
+      while (next < n_pages && !page_marks_[next] && next - q < max_gap_pages_) ++next;
+      if (next < n_pages && page_marks_[next] && next > q) {
+        q = next;
+        continue;
+      }
+      break;
+    }
     IoRead r;
     r.fd = fd_;
     r.offset = file_first + p * kPage;

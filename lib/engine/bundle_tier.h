@@ -58,6 +58,8 @@ struct TierOptions {
   // compute may see stale bytes. Never set outside a test.
   bool debug_skip_wait = false;
   IoBackend io_backend = IoBackend::kAuto;
+  // Page runs closer than this many unneeded pages are read as one (KAIROX_TIER_GAP overrides).
+  int max_gap_pages = 2;
   // CSV, one line per layer step (docs/tiers.md): token, layer, λ, resident
   // groups, needed, hits, loads, evictions, reads, bytes, I/O stall and FFN
   // compute ns — the input of the tier's plots (benchmarks/tier/) and, with
@@ -155,6 +157,7 @@ class BundleTier {
   std::unique_ptr<policy::Residency> residency_;
   int n_layer_ = 0, n_groups_ = 0, gs_ = 0, slots_per_layer_ = 0;
   uint64_t stride_ = 0;
+  uint64_t max_gap_pages_ = 0;
   // Slots: n_layer × K bundles; mirrors: two copies of a layer's page-aligned span.
   uint8_t* slots_ = nullptr;
   uint64_t slot_bytes_total_ = 0;
