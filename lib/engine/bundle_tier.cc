@@ -117,6 +117,10 @@ absl::StatusOr<std::unique_ptr<BundleTier>> BundleTier::Create(const sparse::Sid
   // and a needed group is read anyway: caching it costs only a copy.
   po.activity = policy::ActivityInput::kBinary;
   po.admit_needed = options.admit_needed;
+  po.swap_margin = options.swap_margin;
+  if (const char* e = std::getenv("KAIROX_TIER_SWAP_MARGIN"); e != nullptr && *e != '\0') {
+    po.swap_margin = std::atof(e);
+  }
   KX_ASSIGN_OR_RETURN(t->policy_, policy::MakePolicy(options.policy, po));
   t->residency_ = std::make_unique<policy::Residency>(t->n_layer_, t->n_groups_,
                                                       t->slots_per_layer_);

@@ -54,6 +54,9 @@ struct TierOptions {
   // TAM/LFU: a needed group may take a slot without passing τ (it is read
   // anyway); policy::PolicyOptions::admit_needed.
   bool admit_needed = true;
+  // TAM: how much a candidate's score must beat a resident's to take its
+  // slot (policy::PolicyOptions::swap_margin; KAIROX_TIER_SWAP_MARGIN overrides).
+  double swap_margin = 0.1;
   // Negative control for the tests: Acquire does not wait for the reads, so
   // compute may see stale bytes. Never set outside a test.
   bool debug_skip_wait = false;

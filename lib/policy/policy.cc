@@ -43,6 +43,9 @@ absl::Status ValidateOptions(const PolicyOptions& o) {
         "policy: need 0 <= lambda_min (%g) <= lambda_max (%g) < 1", o.lambda_min, o.lambda_max));
   if (!(o.alpha >= 0 && o.alpha < 1))
     return absl::InvalidArgumentError(absl::StrFormat("policy: alpha %g is not in [0, 1)", o.alpha));
+  if (!(o.swap_margin >= 0 && o.swap_margin <= 1))
+    return absl::InvalidArgumentError(
+        absl::StrFormat("policy: swap_margin %g is not in [0, 1]", o.swap_margin));
   if (!(o.bottleneck_margin >= 0 && std::isfinite(o.bottleneck_margin)))
     return absl::InvalidArgumentError(
         absl::StrFormat("policy: bottleneck_margin %g is negative", o.bottleneck_margin));

@@ -116,6 +116,12 @@ struct PolicyOptions {
   // cpu_s > (1+margin)·io_wait_s, otherwise λ holds.
   double bottleneck_margin = 0.1;
   ActivityInput activity = ActivityInput::kIntensity;
+  // TAM: a candidate evicts a resident only when its score is higher by more
+  // than this. 0 is the paper's rule. Where most groups are needed most
+  // steps (low sparsity, storage tier) a resident missing one step loses
+  // only (1−λ)·1 of score and a margin keeps it from being swapped out and
+  // read back the next step.
+  double swap_margin = 0.0;
   // TAM: needed groups skip the τ filter (they still must beat the lowest
   // evictable resident's score, or find a free slot). Right when the slow tier
   // is storage: a needed absent group is read in this step anyway, so caching

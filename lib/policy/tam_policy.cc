@@ -125,7 +125,8 @@ class TamPolicy final : public Policy {
       if (static_cast<int64_t>(out->load.size()) >= max_loads) break;
       if (free_slots > 0) {
         --free_slots;
-      } else if (next_victim < victims_.size() && score[victims_[next_victim]] < score[g]) {
+      } else if (next_victim < victims_.size() &&
+                 score[victims_[next_victim]] + o_.swap_margin < score[g]) {
         out->evict.push_back(victims_[next_victim++]);
       } else {
         break;  // candidates descend and victims ascend: no later pair can swap

@@ -150,6 +150,33 @@ TEST_CASE("TAM admit_needed: needed misses skip τ but must beat a resident", "[
   CHECK(q.evict.empty());
 }
 
+TEST_CASE("TAM swap_margin: a resident missing one step keeps its slot", "[policy][tam]") {
+  constexpr int kGroups = 4;
+  const auto s = Stats(1, kGroups, {1.0f, 1.0f, 0.0f, 0.0f});
+  PolicyOptions o;
+  o.admit_needed = true;
+  o.activity = kx::policy::ActivityInput::kBinary;
+  for (double margin : {0.0, 0.1}) {
+    o.swap_margin = margin;
+    Driver d(Make("tam", o), s, 2);  // groups 0 and 1 resident, scores 1
+    // Group 2 warms up while 0 and 1 stay needed: no slot can be taken.
+    for (int step = 0; step < 7; ++step) {
+      CHECK(d.Step(0, Active(kGroups, {0, 1, 2})).evict.empty());
+    }
+    // Group 1 misses one step (S = 0.8) while group 2, needed an 8th time,
+    // reaches 1 − 0.8⁸ ≈ 0.83.
+    const Plan& p = d.Step(0, Active(kGroups, {0, 2}));
+    if (margin == 0.0) {
+      CHECK(p.evict == std::vector<int32_t>{1});  // the paper's rule swaps it out
+    } else {
+      CHECK(p.evict.empty());  // within the margin: no churn
+      CHECK(d.r.resident(0, 1));
+    }
+  }
+  o.swap_margin = 1.5;
+  CHECK(!kx::policy::MakePolicy("tam", o).ok());
+}
+
 TEST_CASE("tam-t frees the slots of decayed residents; tam keeps them", "[policy][tam]") {
   constexpr int kGroups = 6;
   const auto s = Stats(1, kGroups, {0.5f, 0.5f, 0.0f, 0.0f, 0.0f, 0.0f});
