@@ -359,6 +359,10 @@ class Bench {
         r.slots_per_layer = tier->slots_per_layer();
         r.groups_per_layer = tier->residency().n_groups();
         r.hit_rate = ts.groups_needed > 0 ? static_cast<double>(ts.hits) / ts.groups_needed : 0;
+        r.needed_fraction = ts.layer_steps > 0 ? static_cast<double>(ts.groups_needed) /
+                                                     (static_cast<double>(ts.layer_steps) *
+                                                      r.groups_per_layer)
+                                               : 0;
         r.read_bytes_per_token = static_cast<double>(ts.bytes_read) / tokens;
         r.read_ops_per_token = static_cast<double>(ts.read_ops) / tokens;
         r.io_wait_ms_per_token = static_cast<double>(ts.io_wait_ns) * 1e-6 / tokens;

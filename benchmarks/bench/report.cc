@@ -106,10 +106,11 @@ void PrintMarkdown(const RunInfo& run, const std::vector<TestResult>& results, s
     if (r.tiered) {
       absl::FPrintF(out,
                     "%s: RAM tier: policy %s, %d of %d groups per layer resident, %s reads: "
-                    "hit rate %.1f %%, %.2f MiB in %.0f reads per token, per token %.3f ms "
-                    "waiting on reads vs %.3f ms computing the FFN%s\n",
+                    "%.1f %% of groups needed per layer step, hit rate %.1f %%, %.2f MiB in "
+                    "%.0f reads per token, per token %.3f ms waiting on reads vs %.3f ms "
+                    "computing the FFN%s\n",
                     r.name, r.policy, r.slots_per_layer, r.groups_per_layer, r.io_backend,
-                    100.0 * r.hit_rate, r.read_bytes_per_token / kBytesPerMiB,
+                    100.0 * r.needed_fraction, 100.0 * r.hit_rate, r.read_bytes_per_token / kBytesPerMiB,
                     r.read_ops_per_token, r.io_wait_ms_per_token, r.ffn_ms_per_token,
                     r.lambda_mean > 0 ? absl::StrFormat(", λ %.3f", r.lambda_mean) : "");
     }
@@ -184,6 +185,7 @@ void PrintJson(const RunInfo& run, const std::vector<TestResult>& results, std::
         j["kx_slots_per_layer"] = r.slots_per_layer;
         j["kx_groups_per_layer"] = r.groups_per_layer;
         j["kx_hit_rate"] = r.hit_rate;
+        j["kx_needed_fraction"] = r.needed_fraction;
         j["kx_read_bytes_per_token"] = r.read_bytes_per_token;
         j["kx_read_ops_per_token"] = r.read_ops_per_token;
         j["kx_io_wait_ms_per_token"] = r.io_wait_ms_per_token;

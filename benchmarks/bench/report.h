@@ -54,6 +54,7 @@ struct TestResult {
   std::string policy, io_backend;
   int slots_per_layer = 0, groups_per_layer = 0;
   double hit_rate = 0.0;              // needed groups found resident
+  double needed_fraction = 0.0;       // groups predicted active per layer step / groups
   double read_bytes_per_token = 0.0;  // bytes read from the file
   double read_ops_per_token = 0.0;
   double io_wait_ms_per_token = 0.0;  // the FFN waited for reads (stall on I/O)

@@ -31,7 +31,7 @@ done
 mkdir -p "$out"
 csv="$out/tier_curve.csv"
 
-# One kairox-bench run; prints "name,avg_ts,stddev_ts,hit_rate,read_mib,read_ops,io_wait_ms,ffn_ms,lambda".
+# One kairox-bench run; prints "name,avg_ts,stddev_ts,needed,hit_rate,read_mib,read_ops,io_wait_ms,ffn_ms,lambda".
 bench() {
   "$bin/kairox-bench" -m "$model" --sidecar "$sidecar" -t "$threads" -p 0 -n "$tg" -r "$reps" \
       -o json "$@" 2>/dev/null | python3 -c '
@@ -41,13 +41,13 @@ for r in json.load(sys.stdin):
         continue
     t = r.get("kx_tiered", False)
     g = lambda k: r.get(k, 0) if t else 0
-    print("%s,%.3f,%.3f,%.4f,%.3f,%.1f,%.4f,%.4f,%.4f" % (
-        r["kx_test"], r["avg_ts"], r["stddev_ts"], g("kx_hit_rate"),
+    print("%s,%.3f,%.3f,%.4f,%.4f,%.3f,%.1f,%.4f,%.4f,%.4f" % (
+        r["kx_test"], r["avg_ts"], r["stddev_ts"], g("kx_needed_fraction"), g("kx_hit_rate"),
         g("kx_read_bytes_per_token") / 1048576.0, g("kx_read_ops_per_token"),
         g("kx_io_wait_ms_per_token"), g("kx_ffn_ms_per_token"), g("kx_lambda_mean")))'
 }
 
-echo "policy,budget_pct,test,tg_ts,tg_sd,hit_rate,read_mib_per_token,read_ops_per_token,io_wait_ms_per_token,ffn_ms_per_token,lambda" > "$csv"
+echo "policy,budget_pct,test,tg_ts,tg_sd,needed,hit_rate,read_mib_per_token,read_ops_per_token,io_wait_ms_per_token,ffn_ms_per_token,lambda" > "$csv"
 # The references: dense and all-in-RAM sparse (one kairox-bench run gives both
 # beside a tiered run at 100 %).
 while IFS=, read -r name rest; do

@@ -22,7 +22,8 @@ namespace kx::cli {
 
 inline const std::set<std::string>& SparseValueFlags() {
   static const std::set<std::string> kFlags = {"--sidecar", "--sparsity", "--trace",
-                                                 "--ram-budget", "--policy", "--tier-log"};
+                                                 "--ram-budget", "--policy", "--tier-log",
+                                                 "--tier-miss"};
   return kFlags;
 }
 inline const std::set<std::string>& SparseSwitches() {
@@ -50,7 +51,9 @@ inline constexpr char kSparseUsage[] =
     "  --policy NAME         resident groups under a budget: static, lru, lfu, tam, tam-t,\n"
     "                        tam-adaptive (default), tam-t-adaptive (docs/tiers.md)\n"
     "  --no-prefetch         read a layer's bundles when it runs, not one layer ahead\n"
-    "  --tier-log PATH       CSV per layer step: λ, resident, hits, reads, bytes, stalls\n";
+    "  --tier-log PATH       CSV per layer step: λ, resident, hits, reads, bytes, stalls\n"
+    "  --tier-miss read|skip a predicted group not resident: read it (default; exact) or\n"
+    "                        compute without it (only what the policy admits is read)\n";
 
 inline void ApplySparseArgs(Args& args, EngineOptions* o) {
   o->sidecar = args.Str("--sidecar", "", "");
@@ -66,6 +69,9 @@ inline void ApplySparseArgs(Args& args, EngineOptions* o) {
   o->policy = args.Str("--policy", "", "tam-adaptive");
   o->prefetch = !args.Has("--no-prefetch");
   o->tier_log = args.Str("--tier-log", "", "");
+  const std::string miss = args.Str("--tier-miss", "", "read");
+  if (miss != "read" && miss != "skip") args.Fail("--tier-miss expects read or skip");
+  o->tier_skip_misses = miss == "skip";
 }
 
 }  // namespace kx::cli

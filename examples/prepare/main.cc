@@ -25,7 +25,7 @@ void PrintUsage(std::FILE* out) {
                "                          (default 0.1,0.15,0.2,0.3,...,0.9)\n"
                "  --group-size GS         neurons per group: 4, 8, 16 or 32 (default 16)\n"
                "  --grouping M            metis | frequency | random (default metis)\n"
-               "  --tokens N              calibration token budget (default 8192)\n"
+               "  --tokens N              calibration token budget (default 4096)\n"
                "  --calib-file PATH       calibrate on this text instead of the model's own\n"
                "                          answers to built-in instructions\n"
                "  --seed N                calibration sampling seed (default 1)\n"
@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   o.sidecar_path = args.Str("-o", "--output", "");
   o.sparsity = static_cast<float>(args.Float("--sparsity", "", o.sparsity));
   o.group_size = static_cast<int>(args.Int("--group-size", "", 16, 1, 32));
-  o.calibration.token_budget = args.Int("--tokens", "", 8192, 64);
+  o.calibration.token_budget = args.Int("--tokens", "", 4096, 64);
   o.calibration.text_file = args.Str("--calib-file", "", "");
   o.calibration.seed = static_cast<uint64_t>(args.Int("--seed", "", 1, 0));
   o.predictor.target_recall = args.Float("--target-recall", "", 0.95);

@@ -310,6 +310,9 @@ void BundleTier::Prepare(int layer, const uint32_t* masks) {
     if (slot >= 0) {
       ++stats_.hits;
       L.ptrs[g] = SlotPtr(layer, slot);
+    } else if (options_.miss == TierMiss::kSkip && !residency_->loading(layer, g)) {
+      L.ptrs[g] = nullptr;  // computed without it
+      ++stats_.skipped;
     } else {
       L.ptrs[g] = MirrorGroup(m, g);
       needed_.push_back(g);

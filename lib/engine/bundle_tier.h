@@ -47,10 +47,17 @@
 
 namespace kx {
 
+// A predicted-active group that is not resident: read it (on the critical
+// queue; the output equals the all-in-RAM path's) or compute the layer
+// without it (only groups the policy admits are read; fewer bytes, a
+// different output — the ablation).
+enum class TierMiss { kRead, kSkip };
+
 struct TierOptions {
   uint64_t resident_bytes = 0;  // bytes of resident bundle slots, all layers together
   std::string policy = "tam-adaptive";  // policy::MakePolicy name
   bool prefetch = true;         // false: a layer's reads start only when it runs
+  TierMiss miss = TierMiss::kRead;
   // TAM/LFU: a needed group may take a slot without passing τ (it is read
   // anyway); policy::PolicyOptions::admit_needed.
   bool admit_needed = true;
@@ -78,6 +85,7 @@ struct TierStats {
   int64_t read_ops = 0;       // I/O operations (page runs)
   int64_t bytes_read = 0;
   int64_t loads = 0;          // groups admitted into slots
+  int64_t skipped = 0;        // needed groups computed without (TierMiss::kSkip)
   int64_t evictions = 0;
   int64_t io_wait_ns = 0;     // compute waited for reads (the I/O stall)
   int64_t compute_ns = 0;     // Acquire → Release: the layers' FFN compute
@@ -109,7 +117,8 @@ class BundleTier {
   static int SlotsPerLayer(const sparse::Sidecar& sidecar, uint64_t resident_bytes);
 
   void Prepare(int layer, const uint32_t* masks);
-  // Prepares first when the layer was not (layer 0, or prefetch off).
+  // Prepares first when the layer was not (layer 0, or prefetch off). The
+  // bundle of each needed group (null for a group skipped by TierMiss::kSkip).
   const uint8_t* const* Acquire(int layer, const uint32_t* masks);
   void Release(int layer);
 

@@ -169,6 +169,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
     sc.resident_share = ram_spec.is_percent ? ram_spec.percent / 100.0 : -1.0;
     sc.tier.policy = options.policy;
     sc.tier.prefetch = options.prefetch;
+    sc.tier.miss = options.tier_skip_misses ? TierMiss::kSkip : TierMiss::kRead;
     sc.tier.debug_skip_wait = options.debug_skip_io_wait;
     sc.tier.log_path = options.tier_log;
     KX_ASSIGN_OR_RETURN(impl->sparse,

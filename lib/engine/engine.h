@@ -73,6 +73,7 @@ struct EngineOptions {
   std::string ram_budget;
   std::string policy = "tam-adaptive";  // --policy: which groups stay resident (policy::MakePolicy)
   bool prefetch = true;         // --no-prefetch: a layer's reads start when it runs
+  bool tier_skip_misses = false;  // --tier-miss skip: compute without non-resident groups
   std::string tier_log;         // --tier-log: CSV per layer step (λ, hits, reads, stalls)
   bool debug_skip_io_wait = false;  // tests' negative control: compute without waiting for reads
 };

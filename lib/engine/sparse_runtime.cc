@@ -223,10 +223,12 @@ void SparseRuntime::OnActivations(int layer, int n, float* act) {
 void SparseRuntime::RunBundles(int layer, const float* x, float* y, ThreadPool& pool) {
   const sparse::Sidecar::Layer& L = sidecar_->layer(layer);
   const uint32_t* masks = Masks(layer, 0);
+  const uint8_t* const* bundles =
+      tier_ != nullptr ? tier_->Acquire(layer, masks) : bundles_[layer].data();
   int n_active = 0;
   int64_t predicted = 0;
   for (int g = 0; g < n_groups_; ++g) {
-    if (masks[g] == 0) continue;
+    if (masks[g] == 0 || bundles[g] == nullptr) continue;  // null: a miss the tier skipped
     groups_[n_active] = g;
     group_masks_[n_active] = masks[g];
     predicted += __builtin_popcount(masks[g]);
@@ -234,7 +236,7 @@ void SparseRuntime::RunBundles(int layer, const float* x, float* y, ThreadPool& 
   }
   sparse::SparseFfnArgs args;
   args.layout = &L.layout;
-  args.bundles = tier_ != nullptr ? tier_->Acquire(layer, masks) : bundles_[layer].data();
+  args.bundles = bundles;
   args.groups = groups_.data();
   args.n_groups = n_active;
   args.masks = group_masks_.data();

@@ -285,3 +285,21 @@ TEST_CASE("under a RAM tier the trace records predicted sets and the tier's stat
   CHECK(bytes > 0);
   CHECK(lambda_ok);
 }
+
+TEST_CASE("skipping misses reads only what the policy admits and changes the output") {
+  const auto& ref = Reference();
+  kx::EngineOptions o;
+  o.ram_budget = "25%";
+  o.policy = "static";  // never admits: every non-resident group is skipped
+  o.tier_skip_misses = true;
+  auto e = Load(o);
+  REQUIRE(e.ok());
+  const auto got = Run(**e, Sequence());
+  const kx::TierStats& st = (*e)->sparse()->tier()->stats();
+  CHECK(st.bytes_read == 0);
+  CHECK(st.skipped > 0);
+  CHECK(st.skipped == st.groups_needed - st.hits);
+  CHECK(MaxAbsDiff(got, ref) > 0.0);
+  // Only resident groups were computed.
+  CHECK((*e)->sparse()->stats().predicted < static_cast<int64_t>(st.groups_needed) * 16);
+}
