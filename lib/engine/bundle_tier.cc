@@ -157,18 +157,13 @@ absl::StatusOr<std::unique_ptr<BundleTier>> BundleTier::Create(const sparse::Sid
 }
 
 void BundleTier::LogStep(int layer) {
-  const TierStats& a = stats_;
-  const TierStats& b = logged_;
-  // A ResetStats since the last line makes deltas negative: count from zero.
-  const bool reset = a.layer_steps < b.layer_steps;
-  auto d = [&](int64_t x, int64_t y) { return static_cast<long long>(reset ? x : x - y); };
+  const LayerStep& t = layers_[layer].step;
   std::fprintf(log_, "%lld,%d,%.5f,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld\n",
-               static_cast<long long>(log_tokens_), layer, policy_->lambda(layer),
-               residency_->resident_count(layer), d(a.groups_needed, b.groups_needed),
-               d(a.hits, b.hits), d(a.loads, b.loads), d(a.evictions, b.evictions),
-               d(a.read_ops, b.read_ops), d(a.bytes_read, b.bytes_read),
-               d(a.io_wait_ns, b.io_wait_ns), d(a.compute_ns, b.compute_ns));
-  logged_ = stats_;
+               static_cast<long long>(log_tokens_), layer, t.lambda, t.resident_groups,
+               static_cast<long long>(t.groups_needed), static_cast<long long>(t.hits),
+               static_cast<long long>(t.loads), static_cast<long long>(t.evictions),
+               static_cast<long long>(t.read_ops), static_cast<long long>(t.bytes_read),
+               static_cast<long long>(t.io_wait_ns), static_cast<long long>(t.compute_ns));
   if (layer == n_layer_ - 1) ++log_tokens_;
 }
 
@@ -299,6 +294,7 @@ void BundleTier::Prepare(int layer, const uint32_t* masks) {
   stats_.loads += static_cast<int64_t>(plan_.load.size());
 
   // Needed groups: resident ones are read in place, the rest come through the mirror.
+  const int64_t needed_before = stats_.groups_needed, hits_before = stats_.hits;
   needed_.clear();
   for (int g = 0; g < n_groups_; ++g) {
     if (masks[g] == 0) {
@@ -322,6 +318,10 @@ void BundleTier::Prepare(int layer, const uint32_t* masks) {
     if (masks[g] == 0) needed_.push_back(g);  // admitted but not needed now: read it too
   }
   const int64_t ops_before = stats_.read_ops, bytes_before = stats_.bytes_read;
+  L.step.groups_needed = stats_.groups_needed - needed_before;
+  L.step.hits = stats_.hits - hits_before;
+  L.step.loads = static_cast<int64_t>(plan_.load.size());
+  L.step.evictions = static_cast<int64_t>(plan_.evict.size());
   ReadGroups(layer, needed_, m, L.event.get());
   L.step.read_ops = stats_.read_ops - ops_before;
   L.step.bytes_read = stats_.bytes_read - bytes_before;
@@ -373,6 +373,7 @@ void BundleTier::Release(int layer) {
   for (int slot : L.pinned) residency_->Unpin(layer, slot);
   L.pinned.clear();
   L.step.io_wait_ns = L.wait_ns;
+  L.step.compute_ns = compute;
   L.step.lambda = policy_->lambda(layer);
   L.feedback.io_wait_s = static_cast<double>(L.wait_ns) * 1e-9;
   L.feedback.cpu_s = static_cast<double>(compute) * 1e-9;

@@ -96,10 +96,12 @@ class BundleTier {
  public:
   // One layer's last completed step (traces).
   struct LayerStep {
-    int resident_groups = 0;  // after the step's plan
+    int resident_groups = 0;  // after the step's plan (resident + loading)
+    int64_t groups_needed = 0, hits = 0, loads = 0, evictions = 0;
     int64_t read_ops = 0;
     int64_t bytes_read = 0;
     int64_t io_wait_ns = 0;
+    int64_t compute_ns = 0;
     double lambda = 0.0;  // the policy's λ for the layer (0: not TAM)
   };
   // Sizes and reserves its memory from `budget` (slots as "resident bundles",
@@ -187,7 +189,6 @@ class BundleTier {
   TierStats stats_;
   absl::Status status_;
   std::FILE* log_ = nullptr;
-  TierStats logged_;  // stats_ at the last log line
   int64_t log_tokens_ = 0;
   void LogStep(int layer);
 };
