@@ -64,6 +64,9 @@ absl::StatusOr<std::unique_ptr<BundleTier>> BundleTier::Create(const sparse::Sid
   std::unique_ptr<BundleTier> t(new BundleTier());
   t->sidecar_ = &sidecar;
   t->options_ = options;
+  if (const char* e = std::getenv("KAIROX_TIER_SPECULATE"); e != nullptr && std::string(e) == "0") {
+    t->options_.speculate_layer0 = false;
+  }
   t->budget_ = budget;
   t->n_layer_ = sidecar.n_layer();
   t->n_groups_ = sidecar.layer(0).layout.n_groups;
@@ -127,6 +130,8 @@ absl::StatusOr<std::unique_ptr<BundleTier>> BundleTier::Create(const sparse::Sid
   t->layers_.resize(t->n_layer_);
   for (LayerState& L : t->layers_) {
     L.event = std::make_unique<IoEvent>();
+    L.top_up_event = std::make_unique<IoEvent>();
+    L.spec_read.assign(t->n_groups_, 0);
     L.ptrs.assign(t->n_groups_, nullptr);
     L.pending_loads.reserve(t->n_groups_);
     L.pinned.reserve(t->n_groups_);
@@ -171,7 +176,8 @@ BundleTier::~BundleTier() {
   if (log_ != nullptr) std::fclose(log_);
   // Drain in-flight reads before their buffers go.
   for (LayerState& L : layers_) {
-    if (L.mirror >= 0 && L.event != nullptr) L.event->Wait();
+    if (L.event != nullptr) L.event->Wait();
+    if (L.top_up_event != nullptr) L.top_up_event->Wait();
   }
   io_.reset();
   if (fd_ >= 0) ::close(fd_);
@@ -266,14 +272,42 @@ void BundleTier::ReadGroups(int layer, const std::vector<int32_t>& groups, int m
   io_->Submit(IoPriority::kCritical, reads_.data(), static_cast<int>(reads_.size()));
 }
 
-void BundleTier::Prepare(int layer, const uint32_t* masks) {
-  LayerState& L = layers_[layer];
-  if (L.mirror >= 0) return;  // already prepared for this step
+int BundleTier::ClaimMirror(int layer) {
   const int m = next_mirror_;
   KX_CHECK_MSG(mirror_owner_[m] < 0, "bundle tier: both staging mirrors are in use");
   next_mirror_ ^= 1;
   mirror_owner_[m] = layer;
-  L.mirror = m;
+  layers_[layer].mirror = m;
+  return m;
+}
+
+void BundleTier::Speculate(int layer, const uint32_t* masks) {
+  LayerState& L = layers_[layer];
+  // Skipping misses reads only admitted groups, which only a plan decides.
+  if (L.mirror >= 0 || options_.miss == TierMiss::kSkip) return;
+  const int m = ClaimMirror(layer);
+  L.speculative = true;
+  needed_.clear();
+  for (int g = 0; g < n_groups_; ++g) {
+    L.spec_read[g] = masks[g] != 0 && residency_->slot_of(layer, g) < 0 &&
+                     !residency_->loading(layer, g);
+    if (L.spec_read[g]) needed_.push_back(g);
+  }
+  const int64_t ops_before = stats_.read_ops, bytes_before = stats_.bytes_read;
+  ReadGroups(layer, needed_, m, L.event.get());
+  L.spec_ops = stats_.read_ops - ops_before;
+  L.spec_bytes = stats_.bytes_read - bytes_before;
+}
+
+void BundleTier::Prepare(int layer, const uint32_t* masks) {
+  LayerState& L = layers_[layer];
+  if (L.mirror >= 0 && !L.speculative) return;  // already prepared for this step
+  // After Speculate, the mirror already holds (or is receiving) the guessed
+  // groups: plan with the real masks and read only what the guess missed.
+  const bool top_up = L.mirror >= 0;
+  const int m = top_up ? L.mirror : ClaimMirror(layer);
+  L.speculative = false;
+  if (!top_up) std::fill(L.spec_read.begin(), L.spec_read.end(), 0);
 
   for (int g = 0; g < n_groups_; ++g) {
     intensity_[g] = static_cast<float>(__builtin_popcount(masks[g])) / static_cast<float>(gs_);
@@ -311,20 +345,21 @@ void BundleTier::Prepare(int layer, const uint32_t* masks) {
       ++stats_.skipped;
     } else {
       L.ptrs[g] = MirrorGroup(m, g);
-      needed_.push_back(g);
+      if (!L.spec_read[g]) needed_.push_back(g);
     }
   }
   for (const auto& [g, slot] : L.pending_loads) {
-    if (masks[g] == 0) needed_.push_back(g);  // admitted but not needed now: read it too
+    // Admitted but not needed now: read it too.
+    if (masks[g] == 0 && !L.spec_read[g]) needed_.push_back(g);
   }
   const int64_t ops_before = stats_.read_ops, bytes_before = stats_.bytes_read;
   L.step.groups_needed = stats_.groups_needed - needed_before;
   L.step.hits = stats_.hits - hits_before;
   L.step.loads = static_cast<int64_t>(plan_.load.size());
   L.step.evictions = static_cast<int64_t>(plan_.evict.size());
-  ReadGroups(layer, needed_, m, L.event.get());
-  L.step.read_ops = stats_.read_ops - ops_before;
-  L.step.bytes_read = stats_.bytes_read - bytes_before;
+  ReadGroups(layer, needed_, m, top_up ? L.top_up_event.get() : L.event.get());
+  L.step.read_ops = stats_.read_ops - ops_before + (top_up ? L.spec_ops : 0);
+  L.step.bytes_read = stats_.bytes_read - bytes_before + (top_up ? L.spec_bytes : 0);
   L.step.resident_groups = residency_->resident_count(layer) + residency_->loading_count(layer);
 }
 
@@ -332,11 +367,15 @@ const uint8_t* const* BundleTier::Acquire(int layer, const uint32_t* masks) {
   LayerState& L = layers_[layer];
   if (L.mirror < 0) Prepare(layer, masks);
   const int64_t t0 = NowNs();
-  if (!options_.debug_skip_wait) L.event->Wait();
+  if (!options_.debug_skip_wait) {
+    L.event->Wait();
+    L.top_up_event->Wait();
+  }
   const int64_t t1 = NowNs();
   L.wait_ns = t1 - t0;
   stats_.io_wait_ns += L.wait_ns;
-  const absl::Status read_status = L.event->status();
+  absl::Status read_status = L.event->status();
+  if (read_status.ok()) read_status = L.top_up_event->status();
   if (!read_status.ok() && status_.ok()) status_ = read_status;
   for (const auto& [g, slot] : L.pending_loads) {
     if (!read_status.ok()) {  // never cache bytes that did not arrive

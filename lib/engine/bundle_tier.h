@@ -58,6 +58,10 @@ struct TierOptions {
   std::string policy = "tam-adaptive";  // policy::MakePolicy name
   bool prefetch = true;         // false: a layer's reads start only when it runs
   TierMiss miss = TierMiss::kRead;
+  // With prefetch: start layer 0's reads of the next token during the last
+  // layer, guessed from this token's layer-0 groups (Speculate).
+  // KAIROX_TIER_SPECULATE=0 turns it off (the ablation).
+  bool speculate_layer0 = true;
   // TAM/LFU: a needed group may take a slot without passing τ (it is read
   // anyway); policy::PolicyOptions::admit_needed.
   bool admit_needed = true;
@@ -119,12 +123,18 @@ class BundleTier {
   static int SlotsPerLayer(const sparse::Sidecar& sidecar, uint64_t resident_bytes);
 
   void Prepare(int layer, const uint32_t* masks);
+  // Starts reads for `layer` on a guess (layer 0 of the next token, from the
+  // last token's layer-0 groups, during the last layer): the non-resident
+  // guessed groups are read now; Prepare with the real masks then plans and
+  // reads only what the guess missed.
+  void Speculate(int layer, const uint32_t* masks);
   // Prepares first when the layer was not (layer 0, or prefetch off). The
   // bundle of each needed group (null for a group skipped by TierMiss::kSkip).
   const uint8_t* const* Acquire(int layer, const uint32_t* masks);
   void Release(int layer);
 
   bool prefetch() const { return options_.prefetch; }
+  bool speculate_layer0() const { return options_.prefetch && options_.speculate_layer0; }
   int slots_per_layer() const { return slots_per_layer_; }
   const char* io_backend() const { return io_->backend_name(); }
   bool direct_io() const { return direct_; }
@@ -141,6 +151,10 @@ class BundleTier {
     int mirror = -1;  // staging mirror holding this step's reads; -1: not prepared
     bool acquired = false;
     std::unique_ptr<IoEvent> event;
+    std::unique_ptr<IoEvent> top_up_event;  // reads Prepare adds after Speculate
+    bool speculative = false;               // prepared by Speculate, not yet by Prepare
+    std::vector<uint8_t> spec_read;         // per group: read by Speculate this step
+    int64_t spec_ops = 0, spec_bytes = 0;
     std::vector<std::pair<int32_t, int>> pending_loads;  // (group, slot) admitted this step
     std::vector<int32_t> pinned;         // slots pinned while the layer computes
     std::vector<const uint8_t*> ptrs;    // per group: where compute reads it
@@ -150,6 +164,7 @@ class BundleTier {
     LayerStep step;  // filled by Prepare, Acquire and Release
   };
   BundleTier() = default;
+  int ClaimMirror(int layer);
   absl::Status InitialPlacement();
   // Reads the pages covering `groups` of `layer` into mirror m (critical queue).
   void ReadGroups(int layer, const std::vector<int32_t>& groups, int m, IoEvent* event);

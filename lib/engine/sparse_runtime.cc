@@ -86,6 +86,7 @@ absl::StatusOr<std::unique_ptr<SparseRuntime>> SparseRuntime::Create(
   r->groups_.resize(r->n_groups_);
   r->group_masks_.resize(r->n_groups_);
   r->kept_.resize(r->n_groups_);
+  r->layer0_masks_.assign(r->n_groups_, 0);
   r->stats_.n_ff = hp.n_ff;
   r->sidecar_ = std::move(sidecar);
   if (budget != nullptr) {
@@ -171,8 +172,17 @@ void SparseRuntime::OnFfnInput(int layer, int n, const float* x) {
   // The tier starts layer l+1's reads now, so they overlap layer l's FFN and
   // layer l+1's attention (adjacent prediction is what buys the time).
   if (tier_ != nullptr && tier_->prefetch() && UsesBundles(n)) {
-    if (layer == 0) tier_->Prepare(0, Masks(0, 0));
+    if (layer == 0) {
+      tier_->Prepare(0, Masks(0, 0));
+      std::copy_n(Masks(0, 0), n_groups_, layer0_masks_.begin());
+      has_layer0_masks_ = true;
+    }
     if (layer + 1 < n_layer_) tier_->Prepare(layer + 1, Masks(layer + 1, 0));
+    // Layer 0 of the next token is predicted only from its own input: guess
+    // it from this token's, and start its reads during the last layer.
+    if (layer + 1 == n_layer_ && has_layer0_masks_ && tier_->speculate_layer0()) {
+      tier_->Speculate(0, layer0_masks_.data());
+    }
   }
 }
 
@@ -221,6 +231,16 @@ void SparseRuntime::OnActivations(int layer, int n, float* act) {
 }
 
 void SparseRuntime::RunBundles(int layer, const float* x, float* y, ThreadPool& pool) {
+  BeginBundles(layer, x, y, pool.size());
+  for (int phase = 0; phase < 2; ++phase) {
+    if (ffn_->HasPhase(phase)) pool.Run([&](int ith, int nth) { ffn_->RunPart(phase, ith, nth); });
+    if (phase == 0) ffn_->Between();
+  }
+  ffn_->Finish();
+  EndBundles(layer);
+}
+
+void SparseRuntime::BeginBundles(int layer, const float* x, float* y, int n_parts) {
   const sparse::Sidecar::Layer& L = sidecar_->layer(layer);
   const uint32_t* masks = Masks(layer, 0);
   const uint8_t* const* bundles =
@@ -245,13 +265,18 @@ void SparseRuntime::RunBundles(int layer, const float* x, float* y, ThreadPool& 
   args.threshold = thresholds_[layer];
   args.y = y;
   args.kept = kept_.data();
-  ffn_->Run(args, pool);
+  ffn_->Begin(args, n_parts);
+  n_active_ = n_active;
+  predicted_now_ = predicted;
+}
+
+void SparseRuntime::EndBundles(int layer) {
   if (tier_ != nullptr) tier_->Release(layer);
   int64_t kept = 0;
-  for (int i = 0; i < n_active; ++i) kept += __builtin_popcount(kept_[i]);
-  if (trace_ != nullptr && tier_ != nullptr) TraceTierStep(layer, masks);
+  for (int i = 0; i < n_active_; ++i) kept += __builtin_popcount(kept_[i]);
+  if (trace_ != nullptr && tier_ != nullptr) TraceTierStep(layer, Masks(layer, 0));
   stats_.layer_tokens += 1;
-  stats_.predicted += predicted;
+  stats_.predicted += predicted_now_;
   stats_.kept += kept;
 }
 

@@ -88,6 +88,13 @@ class SparseRuntime final : public FfnHook {
 
   // One token's FFN of `layer` over the bundles: y (n_embd) = the FFN output.
   void RunBundles(int layer, const float* x, float* y, ThreadPool& pool);
+  // RunBundles split for a task graph (engine/decode_graph.h), same results:
+  // BeginBundles (serial; under a tier it waits for the layer's reads) starts
+  // ffn() with n_parts parts; then ffn()'s phases and Finish; EndBundles
+  // (serial) releases the tier's bundles and counts.
+  void BeginBundles(int layer, const float* x, float* y, int n_parts);
+  sparse::SparseFfn& ffn() { return *ffn_; }
+  void EndBundles(int layer);
 
   // Called once per Eval batch so trace records carry the token's step.
   void BeginBatch(int64_t first_step) { step_ = first_step; }
@@ -127,11 +134,15 @@ class SparseRuntime final : public FfnHook {
   std::vector<std::vector<const uint8_t*>> bundles_;
   std::unique_ptr<sparse::SparseFfn> ffn_;
   std::unique_ptr<BundleTier> tier_;
+  std::vector<uint32_t> layer0_masks_;  // the last token's layer-0 groups (the tier's guess)
+  bool has_layer0_masks_ = false;
   MemoryBudget* budget_ = nullptr;
   uint64_t reserved_ = 0;
   std::vector<int32_t> groups_;
   std::vector<uint32_t> group_masks_;
   std::vector<uint32_t> kept_;
+  int n_active_ = 0;           // BeginBundles → EndBundles: groups computed
+  int64_t predicted_now_ = 0;  // and neurons predicted
   SparseStats stats_;
   // Tracing.
   std::unique_ptr<sparse::TraceWriter> trace_;
