@@ -8,6 +8,7 @@
 
 #include "base/log.h"
 #include "base/size_parse.h"
+#include "policy/policy.h"
 #include "engine/engine_impl.h"
 
 namespace kx {
@@ -92,6 +93,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
           absl::StrCat("--ram-budget: ", std::string(spec.status().message())));
     }
     ram_spec = *spec;
+  }
+  if (has_budget) {  // a bad --policy is an error even when there is no sidecar to stream
+    if (auto p = policy::MakePolicy(options.policy, policy::PolicyOptions{}); !p.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--policy: ", std::string(p.status().message())));
+    }
   }
   impl->ram = std::make_unique<MemoryBudget>(has_budget && !ram_spec.is_percent
                                                  ? ram_spec.bytes

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/log.h"
+#include "base/timer.h"
 #include "exec/io_internal.h"
 
 namespace kx {
@@ -209,6 +210,15 @@ absl::Status CheckDirectAlignment(const IoRead& read) {
 absl::Status CancelledError(const IoOp& op) {
   return absl::CancelledError(
       absl::StrCat("read cancelled by the I/O executor's shutdown: ", Describe(op)));
+}
+
+void CancelReads(const IoRead* reads, int from, int n, IoPriority priority,
+                 IoStatsCounters& counters) {
+  for (int i = from; i < n; ++i) {
+    const IoOp op{reads[i], 0, NowNs(), 0, priority};
+    counters.OpDone(op, false, NowNs());
+    reads[i].event->CompleteOne(CancelledError(op));
+  }
 }
 
 }  // namespace io_internal

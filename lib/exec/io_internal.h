@@ -109,6 +109,9 @@ absl::Status EofError(const IoOp& op);
 absl::Status CheckDirectAlignment(const IoRead& read);
 // Cancelled error for a read dropped by the destructor.
 absl::Status CancelledError(const IoOp& op);
+// Completes reads[from, n) as cancelled (a Submit into an executor that is shutting down).
+void CancelReads(const IoRead* reads, int from, int n, IoPriority priority,
+                 IoStatsCounters& counters);
 
 // Backend factories. The io_uring one fails with Unavailable when io_uring cannot start
 // (including builds without liburing).

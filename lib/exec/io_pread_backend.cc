@@ -69,11 +69,7 @@ class PreadExecutor final : public IoExecutor {
       const int pushed = i - before;
       if (stopping_) {  // submitting into a dying executor: cancel the rest
         lock.unlock();
-        for (; i < n; ++i) {
-          const IoOp op{reads[i], 0, NowNs(), 0, priority};
-          counters_.OpDone(op, false, NowNs());
-          reads[i].event->CompleteOne(CancelledError(op));
-        }
+        CancelReads(reads, i, n, priority, counters_);
         return;
       }
       lock.unlock();

@@ -93,11 +93,7 @@ class UringExecutor final : public IoExecutor {
       space_cv_.wait(lock, [&] { return !ring.full() || stopping_; });
       if (stopping_) {  // submitting into a dying executor: cancel the rest
         lock.unlock();
-        for (; i < n; ++i) {
-          const IoOp op{reads[i], 0, NowNs(), 0, priority};
-          counters_.OpDone(op, false, NowNs());
-          reads[i].event->CompleteOne(CancelledError(op));
-        }
+        CancelReads(reads, i, n, priority, counters_);
         return;
       }
       for (; i < n && !ring.full(); ++i) {

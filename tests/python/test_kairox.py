@@ -149,3 +149,20 @@ def test_default_model_chat(default_model_path):
     cut = s.generate_text(prompt, max_tokens=40, stop=["Paris"], sampler=kairox.Sampler.greedy())
     assert "Paris" not in cut and s.last_result.stop_reason == "stop_string"
     assert answer.startswith(cut)
+
+
+def test_ram_budget_is_checked(tiny_model_path):
+    model = kairox.Model(tiny_model_path)
+    with pytest.raises(kairox.KairoxError) as e:
+        kairox.Session(model, ram_budget="lots")
+    assert e.value.status_name == "INVALID_ARGUMENT" and "--ram-budget" in e.value.message
+    with pytest.raises(kairox.KairoxError) as e:
+        kairox.Session(model, ram_budget="1K")  # below the KV cache alone
+    assert "KV cache" in e.value.message
+    with pytest.raises(kairox.KairoxError) as e:
+        kairox.Session(model, policy="clairvoyant", ram_budget="50%")
+    assert "clairvoyant" in e.value.message and "tam-adaptive" in e.value.message
+    # No sidecar: the budget is accounted and enforced, there is nothing to stream.
+    s = kairox.Session(model, ram_budget="64M", policy="lru", prefetch=False)
+    s.eval(model.tokenize("hello"))
+    assert len(s.logits()) > 0
