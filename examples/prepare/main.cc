@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
   o.model_path = args.Str("-m", "--model", kx::cli::DefaultModelPath());
   o.sidecar_path = args.Str("-o", "--output", "");
   o.sparsity = static_cast<float>(args.Float("--sparsity", "", o.sparsity));
+  o.sparsity_requested = args.Has("--sparsity") || args.Has("--levels");
   o.group_size = static_cast<int>(args.Int("--group-size", "", 16, 1, 32));
   o.calibration.token_budget = args.Int("--tokens", "", 4096, 64);
   o.calibration.text_file = args.Str("--calib-file", "", "");

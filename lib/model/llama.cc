@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/kernels.h"
 #include "model/gguf.h"
+#include "model/llama_ffn_activation.h"
 
 namespace kx {
 namespace {
@@ -136,6 +137,40 @@ absl::Status ReadGemma3HParams(const GgufFile& f, const std::string& p, LlamaHPa
   return absl::OkStatus();
 }
 
+// <arch>.feed_forward_activation and its threshold: kairox's own convention
+// (llama.cpp writes neither for these architectures, so its files keep the
+// architecture's default). Read after the architecture's defaults.
+absl::Status ReadFfnActivation(const GgufFile& f, const std::string& p, LlamaHParams& hp) {
+  const std::string key = p + "feed_forward_activation";
+  const std::string tkey = p + "feed_forward_activation_threshold";
+  if (f.HasKey(key)) {
+    KX_ASSIGN_OR_RETURN(std::string_view name, f.GetString(key));
+    auto act = ParseFfnActivation(name);
+    if (!act.ok()) {
+      return absl::Status(act.status().code(),
+                          absl::StrCat("model metadata: ", key, ": ", act.status().message()));
+    }
+    hp.ffn_act = *act;
+  }
+  if (hp.ffn_act == FfnActivation::kFatRelu) {
+    if (!f.HasKey(tkey)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model metadata: ", key, " is fatrelu but ", tkey, " is missing"));
+    }
+    KX_ASSIGN_OR_RETURN(double t, f.GetFloat(tkey));
+    if (!(t >= 0.0 && std::isfinite(t))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model metadata: ", tkey, " = ", t, " must be finite and >= 0"));
+    }
+    hp.ffn_act_threshold = static_cast<float>(t);
+  } else if (f.HasKey(tkey)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model metadata: ", tkey, " is set but the FFN activation is ",
+                     std::string(FfnActivationName(hp.ffn_act)), ", not fatrelu"));
+  }
+  return absl::OkStatus();
+}
+
 // A hint for an architecture people expect to work.
 std::string RefusalHint(const std::string& arch) {
   if (arch == "mistral") {
@@ -227,6 +262,7 @@ absl::StatusOr<LlamaHParams> ReadLlamaHParams(const GgufFile& f) {
   hp.qkv_bias = traits.qkv_bias || f.FindTensor("blk.0.attn_q.bias") != nullptr;
   hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
   if (traits.gemma) KX_RETURN_IF_ERROR(ReadGemma3HParams(f, p, hp));
+  KX_RETURN_IF_ERROR(ReadFfnActivation(f, p, hp));
   return hp;
 }
 

@@ -31,11 +31,16 @@ enum class RopeStyle {
   kNeox,      // (x0, x_{d/2}), ...: Qwen2, Gemma
 };
 
-// The FFN's activation on the gate: act(gate·x) ⊙ (up·x).
+// The FFN's activation on the gate: act(gate·x) ⊙ (up·x) (exact definitions
+// in model/llama_ffn_activation.h). The optional key <arch>.feed_forward_activation
+// (a kairox convention, docs/sparsity.md) selects it; without it, llama and
+// qwen2 are SiLU and gemma3 GELU.
 enum class FfnActivation {
   kSilu,      // SwiGLU: LLaMA, SmolLM, Mistral, Qwen2
   kGeluTanh,  // GeGLU with the tanh approximation: Gemma
-  kRelu,      // ReGLU (ReLU-family sparse models)
+  kRelu,      // ReGLU: relu(gate·x) ⊙ (up·x) (ReLU-family sparse models)
+  kFatRelu,   // FATReLU: (gate·x)·[gate·x > t] ⊙ (up·x), t = ffn_act_threshold ≥ 0
+  kDRelu,     // dReLU: relu(gate·x) ⊙ relu(up·x)
 };
 
 struct LlamaHParams {
@@ -53,6 +58,7 @@ struct LlamaHParams {
   float rms_eps = 1e-5f;
   RopeStyle rope_style = RopeStyle::kAdjacent;
   FfnActivation ffn_act = FfnActivation::kSilu;
+  float ffn_act_threshold = 0.0f;  // FATReLU's t (<arch>.feed_forward_activation_threshold)
   bool tied_output = false;  // no output.weight: token_embd doubles as the LM head
   bool qkv_bias = false;     // blk.N.attn_{q,k,v}.bias (qwen2 always; llama when present)
 

@@ -10,6 +10,7 @@
 #include "base/sha256.h"
 #include "base/timer.h"
 #include "engine/engine.h"
+#include "model/llama_ffn_activation.h"
 #include "model/model.h"
 #include "prepare/profile.h"
 #include "sparse/bundle.h"
@@ -23,6 +24,21 @@ constexpr int kProfileBatch = 128;
 // A predictor bias that no input can outvote: the neuron is always predicted.
 constexpr float kPinnedBias = 1e4f;
 constexpr int kCompareGroupSizes[] = {4, 8, 16, 32};
+// A sparsity level must be < 1; a ReLU model whose neurons never fire is
+// stored just below it.
+constexpr double kMaxNaturalLevel = 0.999;
+
+// Per layer, the fraction of (token, neuron) pairs that are inactive.
+std::vector<double> NaturalSparsity(const std::vector<sparse::ActivityMatrix>& activity) {
+  std::vector<double> out;
+  for (const sparse::ActivityMatrix& a : activity) {
+    int64_t active = 0;
+    for (int64_t t = 0; t < a.n_tokens(); ++t) active += a.CountRow(t);
+    const double pairs = static_cast<double>(a.n_tokens()) * a.n_neurons();
+    out.push_back(pairs > 0 ? 1.0 - static_cast<double>(active) / pairs : 0.0);
+  }
+  return out;
+}
 
 double Seconds(int64_t since_ns) { return static_cast<double>(NowNs() - since_ns) * 1e-9; }
 
@@ -92,21 +108,50 @@ absl::StatusOr<PrepareReport> Prepare(const PrepareOptions& opt_in) {
   rep.calibration_tokens = calib.n_tokens;
   rep.seconds_calibration = Seconds(t0);
 
-  // 2. Profile: thresholds, then activity and predictor inputs.
+  // 2. Profile: thresholds, then activity and predictor inputs. The ReLU
+  // family's rule fixes the thresholds (active ⇔ A ≠ 0: 0, FATReLU t), so
+  // it needs no magnitude pass, and its sparsity is what the model gives.
   t0 = NowNs();
+  const bool relu_rule = IsReluFamily(hp.ffn_act);
+  rep.activation_rule = sparse::ActivationRuleFor(hp.ffn_act);
   MagnitudeHistogram hist(hp.n_layer, hp.n_ff);
-  KX_RETURN_IF_ERROR(RunCalibration(*engine, calib, &hist, [&](int64_t d, int64_t t) {
-    Report(o, "profile (1/2)", d, t);
-  }));
   std::vector<std::vector<float>> level_thresholds;
-  for (float s : o.levels) level_thresholds.push_back(hist.Thresholds(s));
-  const std::vector<float> thresholds = hist.Thresholds(o.sparsity);
+  std::vector<float> thresholds;
+  if (relu_rule) {
+    thresholds.assign(hp.n_layer,
+                      hp.ffn_act == FfnActivation::kFatRelu ? hp.ffn_act_threshold : 0.0f);
+  } else {
+    KX_RETURN_IF_ERROR(RunCalibration(*engine, calib, &hist, [&](int64_t d, int64_t t) {
+      Report(o, "profile (1/2)", d, t);
+    }));
+    for (float s : o.levels) level_thresholds.push_back(hist.Thresholds(s));
+    thresholds = hist.Thresholds(o.sparsity);
+  }
   ActivityRecorder rec(hp.n_layer, hp.n_embd, hp.n_ff, calib.n_tokens, thresholds);
   KX_RETURN_IF_ERROR(RunCalibration(*engine, calib, &rec, [&](int64_t d, int64_t t) {
     Report(o, "profile (2/2)", d, t);
   }));
   rep.seconds_profile = Seconds(t0);
   engine.reset();
+  std::vector<double> natural;
+  if (relu_rule) {
+    // The levels collapse to one: the natural sparsity (mean over layers).
+    natural = NaturalSparsity(rec.activity());
+    double mean = 0.0;
+    for (double v : natural) mean += v / hp.n_layer;
+    o.sparsity = static_cast<float>(std::clamp(mean, 0.0, kMaxNaturalLevel));
+    o.levels = {o.sparsity};
+    level_thresholds = {thresholds};
+    if (opt_in.sparsity_requested) {
+      Log().warn("FFN activation {}: the requested sparsity/levels do not apply; thresholds are "
+                 "the rule's ({}) and the sparsity is the natural {:.4f}",
+                 rep.activation_rule, thresholds[0], o.sparsity);
+    } else {
+      Log().info("FFN activation {}: thresholds are the rule's ({}), natural sparsity {:.4f}",
+                 rep.activation_rule, thresholds[0], o.sparsity);
+    }
+  }
+  rep.sparsity = o.sparsity;
 
   const int64_t n_tok = calib.n_tokens;
   const int64_t n_held = std::max<int64_t>(
@@ -127,6 +172,7 @@ absl::StatusOr<PrepareReport> Prepare(const PrepareOptions& opt_in) {
   sd.sparsity = o.sparsity;
   sd.sparsity_levels = o.levels;
   sd.group_size = o.group_size;
+  sd.activation_rule = rep.activation_rule;
   sd.layers.resize(hp.n_layer);
   rep.layers.resize(hp.n_layer);
 
@@ -144,7 +190,7 @@ absl::StatusOr<PrepareReport> Prepare(const PrepareOptions& opt_in) {
                         sparse::GroupNeurons(coact[l], o.group_size, o.grouping, 1 + l));
     LayerReport& lr = rep.layers[l];
     lr.threshold = thresholds[l];
-    lr.calib_sparsity = hist.FractionAtOrBelow(l, thresholds[l]);
+    lr.calib_sparsity = relu_rule ? natural[l] : hist.FractionAtOrBelow(l, thresholds[l]);
     lr.grouping = sparse::EvaluateGrouping(sd.layers[l].perm, o.group_size, held_act[l]);
     lr.active_fraction = lr.grouping.active_per_token / hp.n_ff;
     std::vector<float>& freq = sd.layers[l].freq;
@@ -276,6 +322,8 @@ std::string PrepareReport::ToJson() const {
                       {"tokens", calibration_tokens},
                       {"held_out_tokens", held_out_tokens}};
   j["down_type"] = down_type;
+  j["activation_rule"] = activation_rule;
+  j["sparsity"] = sparsity;
   j["bytes"] = {{"ffn_model", model_bytes}, {"bundles", bundle_bytes},
                 {"predictors", predictor_bytes}};
   j["seconds"] = {{"calibration", seconds_calibration}, {"profile", seconds_profile},
@@ -318,10 +366,10 @@ std::string PrepareReport::ToJson() const {
 
 std::string PrepareReport::ToTable() const {
   std::string s = absl::StrFormat(
-      "calibration: %s, %d tokens (%d held out)\n"
+      "calibration: %s, %d tokens (%d held out); activation rule %s, sparsity %.4f\n"
       "layer  t_l       active  rank  p_thr  recall  prec   pred%%   static_rec static_prec  "
       "groups/tok overfetch  pinned(peak>=  median)\n",
-      calibration_source, calibration_tokens, held_out_tokens);
+      calibration_source, calibration_tokens, held_out_tokens, activation_rule, sparsity);
   for (size_t l = 0; l < layers.size(); ++l) {
     const LayerReport& r = layers[l];
     const sparse::PredictorReport& p = r.predictor;

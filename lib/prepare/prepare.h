@@ -19,10 +19,15 @@ namespace kx {
 struct PrepareOptions {
   std::string model_path;
   std::string sidecar_path;  // "": <model>.kairox.gguf beside the model
-  // Target s: thresholds, labels and predictors are for this level. 0.15 is
+  // Target s: thresholds, labels and predictors are for this level
+  // (SiLU/GELU models; a ReLU-family model's sparsity is its natural one, and
+  // sparsity and levels are replaced by it: PrepareReport::sparsity). 0.15 is
   // the largest level whose predictor-driven perplexity stays within 3 % of
   // dense on SmolLM2-135M (docs/sparsity.md).
   float sparsity = 0.15f;
+  // The caller asked for sparsity/levels explicitly (--sparsity, --levels):
+  // a ReLU-family model then warns that they do not apply.
+  bool sparsity_requested = false;
   // Thresholds are also stored for these levels (--sparsity switches at run time).
   std::vector<float> levels = {0.1f, 0.15f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f, 0.9f};
   int group_size = 16;
@@ -52,7 +57,8 @@ struct PrepareOptions {
 
 struct LayerReport {
   float threshold = 0;
-  double calib_sparsity = 0;     // measured fraction at or below the threshold (pass 1)
+  double calib_sparsity = 0;     // measured fraction at or below the threshold (pass 1;
+                                 // ReLU family: the natural sparsity, all calibration tokens)
   double active_fraction = 0;    // held-out tokens, above the threshold
   sparse::PredictorReport predictor;
   sparse::GroupingQuality grouping;  // the chosen grouping on held-out tokens
@@ -73,6 +79,8 @@ struct PrepareReport {
   std::string calibration_source;
   int64_t calibration_tokens = 0, held_out_tokens = 0;
   std::string down_type;
+  std::string activation_rule;  // the sidecar's kairox.activation_rule ("cats", "relu", ...)
+  float sparsity = 0;           // the sidecar's target (ReLU family: mean natural sparsity)
   std::vector<LayerReport> layers;
   std::vector<GroupingComparison> grouping_comparison;
   uint64_t predictor_bytes = 0, bundle_bytes = 0, model_bytes = 0;

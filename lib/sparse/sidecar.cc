@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/sha256.h"
 #include "model/gguf_writer.h"
+#include "model/llama_ffn_activation.h"
 #include "model/model.h"
 #include "sparse/grouping.h"
 
@@ -39,6 +40,10 @@ absl::StatusOr<const uint8_t*> Tensor(const GgufFile& f, const std::string& name
 
 }  // namespace
 
+std::string ActivationRuleFor(FfnActivation act) {
+  return IsReluFamily(act) ? std::string(FfnActivationName(act)) : std::string("cats");
+}
+
 std::string DefaultSidecarPath(const std::string& model_path) {
   std::string base = model_path;
   if (absl::EndsWithIgnoreCase(base, ".gguf")) base.resize(base.size() - 5);
@@ -58,7 +63,7 @@ absl::Status WriteSidecar(const SidecarData& d, const std::string& path) {
   w.SetF32("kairox.sparsity", d.sparsity);
   w.SetArrayF32("kairox.sparsity_levels", d.sparsity_levels);
   w.SetU32("kairox.group_size", d.group_size);
-  w.SetString("kairox.activation_rule", "cats");
+  w.SetString("kairox.activation_rule", d.activation_rule);
   w.SetString("kairox.predictor.input", "adjacent");
   w.SetString("kairox.calibration", d.calibration_json);
   if (static_cast<int>(d.layers.size()) != d.n_layer) {
@@ -154,6 +159,24 @@ absl::StatusOr<std::unique_ptr<const Sidecar>> Sidecar::Open(const std::string& 
     return bad(absl::StrCat("group size ", gs, " does not divide n_ff ", n_ff, " (or is > 32)"));
   }
   s->group_size_ = static_cast<int>(gs);
+  // Thresholds mean different things under the two rules (a CATS t_l on
+  // |act| vs the ReLU family's exact zeros), so a sidecar built for another
+  // activation (e.g. the model's activation key was added or changed since)
+  // would silently compute a different model.
+  const std::string want_rule = ActivationRuleFor(hp.ffn_act);
+  s->activation_rule_ = "cats";  // sidecars from before the key always meant CATS
+  if (f.HasKey("kairox.activation_rule")) {
+    KX_ASSIGN_OR_RETURN(std::string_view rule, f.GetString("kairox.activation_rule"));
+    s->activation_rule_ = std::string(rule);
+  }
+  if (s->activation_rule_ != want_rule) {
+    return bad(absl::StrCat("activation rule '", s->activation_rule_, "', but this model's FFN is ",
+                            std::string(FfnActivationName(hp.ffn_act)), " (rule '", want_rule, "')"));
+  }
+  // The ReLU family's rule fixes every threshold: 0, or FATReLU's t.
+  const bool rule_fixes_thresholds = IsReluFamily(hp.ffn_act);
+  const float rule_threshold =
+      hp.ffn_act == FfnActivation::kFatRelu ? hp.ffn_act_threshold : 0.0f;
   if (f.HasKey("kairox.calibration")) {
     KX_ASSIGN_OR_RETURN(std::string_view calib, f.GetString("kairox.calibration"));
     s->calibration_ = std::string(calib);
@@ -189,6 +212,11 @@ absl::StatusOr<std::unique_ptr<const Sidecar>> Sidecar::Open(const std::string& 
       L.thresholds.assign(t, t + n_levels);
       for (float v : L.thresholds) {
         if (!std::isfinite(v) || v < 0.0f) return bad(absl::StrCat("layer ", l, ": bad threshold"));
+        if (rule_fixes_thresholds && v != rule_threshold) {
+          return bad(absl::StrCat("layer ", l, ": threshold ", v, ", but the ",
+                                  s->activation_rule_, " rule of this model needs ",
+                                  rule_threshold));
+        }
       }
     }
     {

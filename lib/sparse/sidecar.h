@@ -11,6 +11,11 @@
 //          kairox.sparsity_levels        [f32] the grid blk.N.kairox.thresholds is indexed by
 //          kairox.group_size             u32   neurons per group (GS)
 //          kairox.activation_rule        str   "cats": active ⇔ |act(gate·x)| > t_l
+//                                              (SiLU/GELU models); "relu" | "fatrelu" |
+//                                              "drelu": active ⇔ A(g, u) ≠ 0 (ReLU-family
+//                                              models, model/llama_ffn_activation.h), every
+//                                              threshold 0 (fatrelu: its t). Must match the
+//                                              model's FFN activation (checked at open).
 //          kairox.predictor.input        str   "adjacent": layer l+1's predictor reads layer l's
 //                                              FFN input; layer 0's reads its own
 //          kairox.calibration            str   JSON: data source, tokens, seed, timings
@@ -50,6 +55,10 @@ inline constexpr uint64_t kSidecarAlignment = 4096;
 // `<model path without .gguf>.kairox.gguf`.
 std::string DefaultSidecarPath(const std::string& model_path);
 
+// kairox.activation_rule for a model with this FFN activation: "cats" for
+// SiLU/GELU, the activation's name for the ReLU family.
+std::string ActivationRuleFor(FfnActivation act);
+
 // What kairox-prepare writes, per layer.
 struct SidecarLayerData {
   std::vector<int32_t> perm;
@@ -73,6 +82,7 @@ struct SidecarData {
   float sparsity = 0.0f;
   std::vector<float> sparsity_levels;
   int group_size = 0;
+  std::string activation_rule = "cats";  // ActivationRuleFor(the model's ffn_act)
   std::string calibration_json;
   std::vector<SidecarLayerData> layers;
 };
@@ -107,6 +117,7 @@ class Sidecar {
   float sparsity() const { return sparsity_; }
   const std::vector<float>& sparsity_levels() const { return levels_; }
   int group_size() const { return group_size_; }
+  const std::string& activation_rule() const { return activation_rule_; }
   int n_layer() const { return static_cast<int>(layers_.size()); }
   const Layer& layer(int l) const { return layers_[l]; }
   const std::string& calibration_json() const { return calibration_; }
@@ -125,6 +136,7 @@ class Sidecar {
   float sparsity_ = 0.0f;
   std::vector<float> levels_;
   int group_size_ = 0;
+  std::string activation_rule_;
   std::string calibration_;
   std::vector<Layer> layers_;
 };

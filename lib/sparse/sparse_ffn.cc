@@ -21,6 +21,7 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "model/llama_ffn_activation.h"
 
 namespace kx::sparse {
 namespace {
@@ -30,8 +31,6 @@ namespace {
 constexpr int64_t kColumnAlign = 32;
 // Activation scratch is sized for n_embd rounded up to the largest block.
 constexpr int64_t kMaxBlock = 256;
-constexpr float kSqrt2OverPi = 0.7978845608028654f;
-constexpr float kGeluCubic = 0.044715f;
 
 // Bundles are scattered and only ~17 KB each: too short for the hardware
 // stream prefetcher to ramp up, so every group would start by waiting on
@@ -94,15 +93,7 @@ void PrefetchRows(const uint8_t* part, uint64_t row_bytes, uint32_t mask) {
 }  // namespace
 
 float ApplyFfnActivation(FfnActivation act, float g) {
-  switch (act) {
-    case FfnActivation::kSilu:
-      return g / (1.0f + std::exp(-g));
-    case FfnActivation::kGeluTanh:
-      return 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + kGeluCubic * g * g * g)));
-    case FfnActivation::kRelu:
-      return g > 0.0f ? g : 0.0f;
-  }
-  return g;
+  return ActivatedValue(act, 0.0f, g, 1.0f);
 }
 
 SparseFfn::SparseFfn(const cpu::KernelTable& kernels, int64_t n_embd_max, int max_rows,
@@ -195,7 +186,8 @@ int64_t SparseFfn::Keep(const SparseFfnArgs& a, int64_t ib, int64_t ie) {
     uint32_t keep = 0;
     for (uint32_t m = predicted; m != 0; m &= m - 1) {
       const int j = __builtin_ctz(m);
-      const float av = ApplyFfnActivation(a.act, g[j]);
+      // ReLU family: av == 0 exactly when inactive, so threshold 0 (or t) keeps the rest.
+      const float av = ActivatedValue(a.act, a.act_threshold, g[j], u[j]);
       g[j] = av;
       if (std::fabs(av) > a.threshold) keep |= 1u << j;
     }
@@ -297,6 +289,15 @@ void SparseFfn::Fused(const SparseFfnArgs& a, cpu::MatvecRunsFn runs_fn, cpu::Ax
 }
 
 void SparseFfn::Run(const SparseFfnArgs& a, ThreadPool& pool) {
+  Begin(a, pool.size());
+  for (int phase = 0; phase < 2; ++phase) {
+    if (HasPhase(phase)) pool.Run([&](int ith, int nth) { RunPart(phase, ith, nth); });
+    if (phase == 0) Between();
+  }
+  Finish();
+}
+
+void SparseFfn::Begin(const SparseFfnArgs& a, int n_parts) {
   KX_CHECK(a.layout != nullptr && a.x != nullptr && a.y != nullptr);
   const BundleLayout& l = *a.layout;
   KX_CHECK_MSG(l.n_embd <= n_embd_max_, "SparseFfn: n_embd exceeds the scratch");
@@ -304,7 +305,7 @@ void SparseFfn::Run(const SparseFfnArgs& a, ThreadPool& pool) {
                "SparseFfn: n_ff exceeds the scratch");
   KX_CHECK(a.n_groups >= 0 && a.n_groups <= l.n_groups);
   KX_CHECK(a.n_groups == 0 || (a.bundles != nullptr && a.groups != nullptr && a.masks != nullptr));
-  KX_CHECK_MSG(pool.size() <= n_threads_, "SparseFfn: pool larger than the scratch");
+  KX_CHECK_MSG(n_parts >= 1 && n_parts <= n_threads_, "SparseFfn: pool larger than the scratch");
   const cpu::TypeKernels* gate_k = kernels_.For(l.gate_type);
   const cpu::TypeKernels* up_k = kernels_.For(l.up_type);
   const cpu::AxpyRowsFn axpy = kernels_.AxpyRows(l.down_type);
@@ -314,51 +315,74 @@ void SparseFfn::Run(const SparseFfnArgs& a, ThreadPool& pool) {
   gate_k->quantize_act(a.x, l.n_embd, act_gate_.data());
   if (l.up_type != l.gate_type) up_k->quantize_act(a.x, l.n_embd, act_up_.data());
 
-  const cpu::MatvecRunsFn runs_fn =
-      l.up_type == l.gate_type ? kernels_.MatvecRuns(l.up_type) : nullptr;
-  if (runs_fn != nullptr) {
-    const int n_chunks = std::min(a.n_groups, kMaxChunks);
-    if (n_chunks == 0) {
-      std::fill(a.y, a.y + l.n_embd, 0.0f);
-      return;
-    }
-    pool.Run([&](int ith, int nth) { Fused(a, runs_fn, axpy, n_chunks, ith, nth); });
-    // The partials in chunk order (O(chunks · n_embd): small beside the FFN).
-    std::copy(partial_.data(), partial_.data() + l.n_embd, a.y);
-    for (int c = 1; c < n_chunks; ++c) {
-      const float* part = partial_.data() + c * partial_stride_;
-      for (int64_t e = 0; e < l.n_embd; ++e) a.y[e] += part[e];
-    }
+  call_ = Call{};
+  call_.args = a;
+  call_.n_parts = n_parts;
+  call_.axpy = axpy;
+  call_.runs_fn = l.up_type == l.gate_type ? kernels_.MatvecRuns(l.up_type) : nullptr;
+  if (call_.runs_fn != nullptr) call_.n_chunks = std::min(a.n_groups, kMaxChunks);
+}
+
+bool SparseFfn::HasPhase(int phase) const {
+  if (call_.runs_fn != nullptr) return phase == 0 && call_.n_chunks > 0;
+  return phase == 1 || call_.args.n_groups > 0;
+}
+
+void SparseFfn::RunPart(int phase, int part, int n_parts) {
+  KX_CHECK(n_parts == call_.n_parts);
+  if (!HasPhase(phase)) return;
+  const SparseFfnArgs& a = call_.args;
+  if (call_.runs_fn != nullptr) {
+    Fused(a, call_.runs_fn, call_.axpy, call_.n_chunks, part, n_parts);
     return;
   }
-
-  const int nth = pool.size();
-  int64_t total = 0;
-  if (a.n_groups > 0) {
-    pool.Run([&](int ith, int n) { GateUp(a, ith, n); });
-    // Close the gaps between the threads' shares (slot order is kept, so
-    // the down list, and y, are the same for any thread count).
-    for (int t = 0; t < nth; ++t) {
-      int64_t ib, ie;
-      ThreadPool::Split(a.n_groups, t, nth, 1, &ib, &ie);
-      const int64_t begin = ib * l.group_size, n = counts_[static_cast<size_t>(t)].n;
-      if (begin != total && n > 0) {
-        std::memmove(&down_rows_[static_cast<size_t>(total)],
-                     &down_rows_[static_cast<size_t>(begin)],
-                     static_cast<size_t>(n) * sizeof(down_rows_[0]));
-        std::memmove(&coef_[static_cast<size_t>(total)], &coef_[static_cast<size_t>(begin)],
-                     static_cast<size_t>(n) * sizeof(coef_[0]));
-      }
-      total += n;
-    }
+  if (phase == 0) {
+    GateUp(a, part, n_parts);
+    return;
   }
-  pool.Run([&](int ith, int n) {
-    int64_t c0, c1;
-    ThreadPool::Split(l.n_embd, ith, n, kColumnAlign, &c0, &c1);
-    if (c1 <= c0) return;
-    std::fill(a.y + c0, a.y + c1, 0.0f);
-    if (total > 0) axpy(down_rows_.data(), coef_.data(), total, c0, c1, a.y);
-  });
+  int64_t c0, c1;
+  ThreadPool::Split(a.layout->n_embd, part, n_parts, kColumnAlign, &c0, &c1);
+  if (c1 <= c0) return;
+  std::fill(a.y + c0, a.y + c1, 0.0f);
+  if (call_.total > 0) call_.axpy(down_rows_.data(), coef_.data(), call_.total, c0, c1, a.y);
+}
+
+void SparseFfn::Between() {
+  const SparseFfnArgs& a = call_.args;
+  if (call_.runs_fn != nullptr || a.n_groups == 0) return;
+  // Close the gaps between the threads' shares (slot order is kept, so
+  // the down list, and y, are the same for any thread count).
+  const int nth = call_.n_parts;
+  int64_t total = 0;
+  for (int t = 0; t < nth; ++t) {
+    int64_t ib, ie;
+    ThreadPool::Split(a.n_groups, t, nth, 1, &ib, &ie);
+    const int64_t begin = ib * a.layout->group_size, n = counts_[static_cast<size_t>(t)].n;
+    if (begin != total && n > 0) {
+      std::memmove(&down_rows_[static_cast<size_t>(total)], &down_rows_[static_cast<size_t>(begin)],
+                   static_cast<size_t>(n) * sizeof(down_rows_[0]));
+      std::memmove(&coef_[static_cast<size_t>(total)], &coef_[static_cast<size_t>(begin)],
+                   static_cast<size_t>(n) * sizeof(coef_[0]));
+    }
+    total += n;
+  }
+  call_.total = total;
+}
+
+void SparseFfn::Finish() {
+  const SparseFfnArgs& a = call_.args;
+  if (call_.runs_fn == nullptr) return;  // the down phase wrote y
+  const int64_t n_embd = a.layout->n_embd;
+  if (call_.n_chunks == 0) {
+    std::fill(a.y, a.y + n_embd, 0.0f);
+    return;
+  }
+  // The partials in chunk order (O(chunks · n_embd): small beside the FFN).
+  std::copy(partial_.data(), partial_.data() + n_embd, a.y);
+  for (int c = 1; c < call_.n_chunks; ++c) {
+    const float* part = partial_.data() + c * partial_stride_;
+    for (int64_t e = 0; e < n_embd; ++e) a.y[e] += part[e];
+  }
 }
 
 }  // namespace kx::sparse

@@ -3,6 +3,10 @@
 //
 //   y = Σ_{n kept} act(gate_n·x) · (up_n·x) · down_t[n]
 //   kept(n) = predicted(n) and |act(gate_n·x)| > threshold   (CATS-style cut)
+// ReLU family (relu, fatrelu, drelu; model/llama_ffn_activation.h): act is
+// the activated value A(g, u) (FATReLU's t from act_threshold; dReLU zero
+// when up·x <= 0), exactly 0 when inactive, so threshold 0 (or t) keeps
+// exactly the non-zero neurons and the coefficient A·u is relu(g)·relu(u).
 //
 // Usage (per layer, per token; scratch is owned by SparseFfn and reused):
 //   kx::sparse::SparseFfn ffn(kx::cpu::Kernels(), n_embd, n_ff, pool.size());
@@ -43,9 +47,13 @@ struct SparseFfnArgs {
   float threshold = 0.0f;  // |act(gate·x)| <= threshold counts as zero (0: exact zeros only)
   float* y = nullptr;      // n_embd, overwritten
   uint32_t* kept = nullptr;  // optional: per computed group, bits of the neurons kept
+  // FATReLU's t (LlamaHParams::ffn_act_threshold); the other activations ignore it.
+  float act_threshold = 0.0f;
 };
 
-// act(g) for one pre-activation value (SiLU g·σ(g); GELU tanh approximation; ReLU).
+// act(g) for one pre-activation value (SiLU g·σ(g); GELU tanh approximation;
+// ReLU; FATReLU and dReLU as ReLU, i.e. t = 0 and up > 0). The kernels use
+// ActivatedValue (model/llama_ffn_activation.h), which takes t and up.
 float ApplyFfnActivation(FfnActivation act, float g);
 
 class SparseFfn {
@@ -57,6 +65,19 @@ class SparseFfn {
   // layout fits the scratch, its types have kernels and pool.size() ≤
   // n_threads. Allocates nothing. Run is not reentrant.
   void Run(const SparseFfnArgs& args, ThreadPool& pool);
+
+  // Run split for a task graph (engine/decode_graph.h), same results bit for
+  // bit: Begin (serial: checks, x prepared), then the parts of phase 0
+  // (RunPart(0, part, n_parts), any order, any threads), Between (serial),
+  // the parts of phase 1, Finish (serial: y). n_parts is fixed from Begin to
+  // Finish and at most n_threads; args must stay valid until Finish.
+  // Run(args, pool) = Begin(args, pool.size()) + pool.Run per phase + Finish.
+  void Begin(const SparseFfnArgs& args, int n_parts);
+  void RunPart(int phase, int part, int n_parts);
+  void Between();
+  void Finish();
+  // Whether phase p has any work this time (Run skips the dispatch if not).
+  bool HasPhase(int phase) const;
 
   // Bytes of scratch held (for memory budgets).
   uint64_t ScratchBytes() const {
@@ -78,7 +99,18 @@ class SparseFfn {
   void Fused(const SparseFfnArgs& a, cpu::MatvecRunsFn runs_fn, cpu::AxpyRowsFn axpy,
              int n_chunks, int ith, int nth);
 
+  // The call in progress between Begin and Finish.
+  struct Call {
+    SparseFfnArgs args;
+    int n_parts = 1;
+    cpu::MatvecRunsFn runs_fn = nullptr;  // non-null: the fused path
+    cpu::AxpyRowsFn axpy = nullptr;
+    int n_chunks = 0;   // fused path
+    int64_t total = 0;  // per-run path: kept neurons after Between
+  };
+
   const cpu::KernelTable& kernels_;
+  Call call_;
   int64_t n_embd_max_;
   int max_rows_;
   int n_threads_;

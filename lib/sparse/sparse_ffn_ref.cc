@@ -9,7 +9,8 @@
 namespace kx::sparse {
 namespace {
 
-double ActivationF64(FfnActivation act, double g) {
+// A(g, u) in double (model/llama_ffn_activation.h has the float definition).
+double ActivationF64(FfnActivation act, double t, double g, double u) {
   switch (act) {
     case FfnActivation::kSilu:
       return g / (1.0 + std::exp(-g));
@@ -19,6 +20,10 @@ double ActivationF64(FfnActivation act, double g) {
     }
     case FfnActivation::kRelu:
       return g > 0.0 ? g : 0.0;
+    case FfnActivation::kFatRelu:
+      return g > t ? g : 0.0;
+    case FfnActivation::kDRelu:
+      return g > 0.0 && u > 0.0 ? g : 0.0;
   }
   return g;
 }
@@ -53,8 +58,8 @@ void SparseFfnReference(const SparseFfnArgs& a, const uint32_t* decide, double* 
       if (((a.masks[i] >> j) & 1u) == 0) continue;
       gate_k->dequantize(b + l.gate_offset() + j * l.gate_row_bytes, gate.data(), l.n_embd);
       up_k->dequantize(b + j * l.up_row_bytes, up.data(), l.n_embd);
-      const double av = ActivationF64(a.act, Dot(gate, a.x));
       const double u = Dot(up, a.x);
+      const double av = ActivationF64(a.act, a.act_threshold, Dot(gate, a.x), u);
       if (act_out != nullptr) act_out[slot] = av;
       if (up_out != nullptr) up_out[slot] = u;
       const bool kept =

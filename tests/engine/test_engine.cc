@@ -100,6 +100,20 @@ TEST_CASE("dense forward matches the reference for F16, BF16, F32, Q8_0 weights"
   }
 }
 
+// ReLU-family FFNs (the <arch>.feed_forward_activation key): ReGLU, FATReLU
+// (t near the median positive gate value of these models, so about half the
+// ReLU-active neurons are cut) and dReLU, each against the reference.
+TEST_CASE("dense forward matches the reference for relu, fatrelu and drelu FFNs") {
+  for (const char* act : {"relu", "fatrelu", "drelu"}) {
+    TinyModelSpec spec;
+    spec.ffn_act = act;
+    spec.ffn_act_threshold = std::string(act) == "fatrelu" ? 0.5f : 0.0f;
+    spec.seed = 4242;
+    INFO("activation " << act);
+    CheckAgainstReference(spec, std::string("act_") + act);
+  }
+}
+
 // Issue 3's weight types. K-quant rows need n_in % 256 == 0, so these models
 // are 256 wide (ff 512); the legacy types run at the default shapes too.
 TEST_CASE("dense forward matches the reference for Q4_0, Q5_0, Q5_1 and K-quant weights") {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <random>
 
+#include "base/check.h"
 #include "kernels/cpu/kernels.h"
 #include "model/gguf_writer.h"
 
@@ -122,6 +123,8 @@ absl::Status WriteTinyModel(const std::string& path, const TinyModelSpec& s,
   g.SetU32(p + "attention.head_count_kv", s.n_head_kv);
   g.SetF32(p + "rope.freq_base", s.rope_freq_base);
   g.SetF32(p + "attention.layer_norm_rms_epsilon", s.rms_eps);
+  if (!s.ffn_act.empty()) g.SetString(p + "feed_forward_activation", s.ffn_act);
+  if (s.ffn_act == "fatrelu") g.SetF32(p + "feed_forward_activation_threshold", s.ffn_act_threshold);
   g.SetString("tokenizer.ggml.model", "gpt2");
   g.SetString("tokenizer.ggml.pre", "default");
   std::vector<std::string> tokens;
@@ -242,6 +245,20 @@ std::vector<double> RefMatVec(const std::vector<float>& W, const std::vector<dou
 
 }  // namespace
 
+namespace {
+
+// act(g)·u for the spec's FFN activation (model/llama_ffn_activation.h).
+double RefGatedActivation(const TinyModelSpec& s, double g, double u) {
+  if (s.ffn_act.empty() || s.ffn_act == "silu") return g / (1.0 + std::exp(-g)) * u;
+  if (s.ffn_act == "relu") return g > 0.0 ? g * u : 0.0;
+  if (s.ffn_act == "fatrelu") return g > s.ffn_act_threshold ? g * u : 0.0;
+  if (s.ffn_act == "drelu") return g > 0.0 && u > 0.0 ? g * u : 0.0;
+  KX_CHECK_MSG(false, "ReferenceForward: unsupported ffn_act");
+  return 0.0;
+}
+
+}  // namespace
+
 std::vector<std::vector<float>> ReferenceForward(const TinyModelSpec& s,
                                                  const TinyModelWeights& w,
                                                  const std::vector<int32_t>& tokens) {
@@ -306,7 +323,7 @@ std::vector<std::vector<float>> ReferenceForward(const TinyModelSpec& s,
       for (int i = 0; i < d; ++i) x[i] += o[i];
       RefRmsNorm(x, L.ffn_norm, s.rms_eps, xn);
       std::vector<double> g = RefMatVec(L.gate, xn, s.n_ff), u = RefMatVec(L.up, xn, s.n_ff);
-      for (int i = 0; i < s.n_ff; ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+      for (int i = 0; i < s.n_ff; ++i) g[i] = RefGatedActivation(s, g[i], u[i]);
       std::vector<double> dn = RefMatVec(L.down, g, d);
       for (int i = 0; i < d; ++i) x[i] += dn[i];
     }

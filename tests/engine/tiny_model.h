@@ -34,6 +34,11 @@ struct TinyModelSpec {
   // ReferenceForward does not compute gemma3 (transformers is its reference).
   int head_dim = 0;
   int sliding_window = 0;
+  // <arch>.feed_forward_activation ("" writes no key: the architecture's
+  // default), and for "fatrelu" <arch>.feed_forward_activation_threshold.
+  // ReferenceForward computes silu (""), relu, fatrelu and drelu.
+  std::string ffn_act;
+  float ffn_act_threshold = 0.0f;
 };
 
 // The model's float weights as written (after quantization round trip), so a

@@ -11,6 +11,7 @@
 
 #include "base/thread_pool.h"
 #include "kernels/kernel_test_util.h"
+#include "model/llama_ffn_activation.h"
 #include "sparse/bundle.h"
 #include "sparse/sparse_ffn.h"
 #include "test_util.h"
@@ -131,9 +132,26 @@ Predicted Predict(const BundleLayout& l, double frac, std::mt19937_64& rng) {
   return p;
 }
 
+// Predicted neurons that the ReLU-family rule itself zeroed (FATReLU:
+// 0 < g <= t; dReLU: g > 0 and u <= 0): CheckAgainstOracle counts them so
+// the tests can assert the rule's own case was exercised.
+struct OracleCounts {
+  int64_t rule_zeroed = 0;
+};
+
+// gate·x in double over the dequantized row and the float x.
+double GateDot(GgmlType t, const uint8_t* row, const std::vector<float>& x) {
+  double s = 0.0;
+  for (size_t e = 0; e < x.size(); ++e) s += WeightAt(t, row, static_cast<int64_t>(e)) * x[e];
+  return s;
+}
+
 // Runs the kernel and checks it against the oracle with derived bounds.
-void CheckAgainstOracle(const Layer& L, const Predicted& p, const std::vector<float>& x,
-                        FfnActivation act, float threshold, const cpu::KernelTable& table) {
+// act_threshold: FATReLU's t.
+OracleCounts CheckAgainstOracle(const Layer& L, const Predicted& p, const std::vector<float>& x,
+                                FfnActivation act, float threshold,
+                                const cpu::KernelTable& table, float act_threshold = 0.0f) {
+  OracleCounts counts;
   const BundleLayout& l = L.layout;
   const int gs = l.group_size;
   const auto n = static_cast<size_t>(l.n_embd);
@@ -147,6 +165,7 @@ void CheckAgainstOracle(const Layer& L, const Predicted& p, const std::vector<fl
   a.x = x.data();
   a.act = act;
   a.threshold = threshold;
+  a.act_threshold = act_threshold;
 
   // Kernel on 1, 2 and 3 threads: bit-identical y and kept; guards intact.
   constexpr int kThreadCounts = 3;
@@ -203,15 +222,27 @@ void CheckAgainstOracle(const Layer& L, const Predicted& p, const std::vector<fl
       const double av = act_v[s], uv = up_v[s];
       // g itself is within |act| + a bit of the activation's input; bound its rounding loosely.
       const double da = kActLipschitz * dg + 16 * kF32Eps * (std::fabs(av) + 1.0);
+      // FATReLU (at g = t) and dReLU (at u = 0) jump: near the jump the
+      // kernel may decide the other way, off by the jump's size.
+      const double gv = GateDot(l.gate_type, b + l.gate_offset() + j * l.gate_row_bytes, x);
+      bool near_jump = false;
+      if (act == FfnActivation::kFatRelu) {
+        near_jump = std::fabs(gv - act_threshold) <= dg;
+        counts.rule_zeroed += gv > 0.0 && gv <= act_threshold;
+      } else if (act == FfnActivation::kDRelu) {
+        near_jump = std::fabs(uv) <= du || std::fabs(gv) <= dg;
+        counts.rule_zeroed += gv > 0.0 && uv <= 0.0;
+      }
       const bool ref_keep = (kept_ref[static_cast<size_t>(i)] >> j) & 1u;
       const bool got_keep = (kept[i] >> j) & 1u;
-      if (ref_keep != got_keep) {
+      if (ref_keep != got_keep && !near_jump) {
         INFO("group " << i << " slot " << j << " |act| " << std::fabs(av) << " threshold "
                       << threshold << " tol " << da);
         REQUIRE(std::fabs(std::fabs(av) - threshold) <= da);
       }
       coef_err[s] = std::fabs(av) * du + std::fabs(uv) * da + da * du +
                     4 * kF32Eps * std::fabs(av * uv);
+      if (near_jump) coef_err[s] += (std::fabs(gv) + dg) * (std::fabs(uv) + du);
     }
   }
   // Oracle again with the kernel's decisions (they agree except at the margin).
@@ -245,6 +276,7 @@ void CheckAgainstOracle(const Layer& L, const Predicted& p, const std::vector<fl
   if (ng == 0 || n_kept == 0) {
     for (size_t e = 0; e < n; ++e) REQUIRE(y[e] == 0.0f);
   }
+  return counts;
 }
 
 TEST_CASE("sparse FFN matches the oracle across group sizes, sparsities, activations",
@@ -277,6 +309,57 @@ TEST_CASE("sparse FFN matches the oracle across group sizes, sparsities, activat
   }
 }
 
+// The median of the positive values of gate·x over a layer's neurons: a
+// FATReLU t that zeroes about half of the otherwise-active neurons.
+float MedianPositiveGate(const Layer& L, GgmlType wt, int64_t n_embd, int64_t n_ff,
+                         const std::vector<float>& x) {
+  std::vector<double> pos;
+  for (int64_t r = 0; r < n_ff; ++r) {
+    const double g = GateDot(wt, L.gate.data() + r * RowBytes(wt, n_embd), x);
+    if (g > 0.0) pos.push_back(g);
+  }
+  REQUIRE(!pos.empty());
+  std::nth_element(pos.begin(), pos.begin() + pos.size() / 2, pos.end());
+  return static_cast<float>(pos[pos.size() / 2]);
+}
+
+TEST_CASE("sparse FFN matches the oracle for FATReLU and dReLU", "[sparse][ffn]") {
+  auto rng = SeededRng(7304);
+  const int64_t n_embd = 256, n_ff = 512;
+  struct Types {
+    GgmlType w, down;
+  };
+  const Types types[] = {{GgmlType::kQ4_1, GgmlType::kQ4_1},
+                         {GgmlType::kQ4_1, GgmlType::kQ8_0},
+                         {GgmlType::kF32, GgmlType::kF32}};
+  OracleCounts fat, drelu;
+  for (const Types& ty : types) {
+    for (int gs : {4, 16, 32}) {
+      const Layer L = MakeLayer(n_embd, n_ff, gs, ty.w, ty.down, rng);
+      for (double frac : {0.0, 0.5, 1.0}) {
+        const Predicted p = Predict(L.layout, frac, rng);
+        const std::vector<float> x = RandomInput(n_embd, rng);
+        const float t = MedianPositiveGate(L, ty.w, n_embd, n_ff, x);
+        // The sidecar's threshold for FATReLU is t itself; 0 must work too.
+        for (float threshold : {0.0f, t}) {
+          INFO(TypeName(ty.w) << "/" << TypeName(ty.down) << " GS " << gs << " active " << frac
+                              << " t " << t << " threshold " << threshold);
+          const OracleCounts c = CheckAgainstOracle(L, p, x, FfnActivation::kFatRelu, threshold,
+                                                    cpu::Kernels(), t);
+          fat.rule_zeroed += c.rule_zeroed;
+        }
+        INFO(TypeName(ty.w) << "/" << TypeName(ty.down) << " GS " << gs << " active " << frac
+                            << " dReLU");
+        drelu.rule_zeroed +=
+            CheckAgainstOracle(L, p, x, FfnActivation::kDRelu, 0.0f, cpu::Kernels()).rule_zeroed;
+      }
+    }
+  }
+  // The rules' own zeros were exercised (not only ReLU's g <= 0).
+  CHECK(fat.rule_zeroed > 100);
+  CHECK(drelu.rule_zeroed > 100);
+}
+
 TEST_CASE("sparse FFN matches the oracle on every ISA's kernels", "[sparse][ffn]") {
   auto rng = SeededRng(7302);
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni}) {
@@ -301,17 +384,20 @@ TEST_CASE("sparse FFN with every neuron active equals the dense FFN", "[sparse][
   const GgmlType wt = GgmlType::kQ4_1;
   const cpu::KernelTable& k = cpu::Kernels();
   const cpu::TypeKernels* tk = k.For(wt);
-  for (FfnActivation act :
-       {FfnActivation::kSilu, FfnActivation::kGeluTanh, FfnActivation::kRelu}) {
+  for (FfnActivation act : {FfnActivation::kSilu, FfnActivation::kGeluTanh, FfnActivation::kRelu,
+                            FfnActivation::kFatRelu, FfnActivation::kDRelu}) {
+    INFO("activation " << FfnActivationName(act));
     const Layer L = MakeLayer(n_embd, n_ff, 16, wt, GgmlType::kF32, rng);
     const std::vector<float> x = RandomInput(n_embd, rng);
+    const float t =
+        act == FfnActivation::kFatRelu ? MedianPositiveGate(L, wt, n_embd, n_ff, x) : 0.0f;
     // Dense.
     std::vector<uint8_t> ax(tk->act_bytes(n_embd)), ah(tk->act_bytes(n_ff));
     tk->quantize_act(x.data(), n_embd, ax.data());
     std::vector<float> g(static_cast<size_t>(n_ff)), u(g.size()), h(g.size());
     tk->matvec(L.gate.data(), RowBytes(wt, n_embd), n_embd, n_ff, ax.data(), g.data());
     tk->matvec(L.up.data(), RowBytes(wt, n_embd), n_embd, n_ff, ax.data(), u.data());
-    for (size_t i = 0; i < h.size(); ++i) h[i] = sparse::ApplyFfnActivation(act, g[i]) * u[i];
+    for (size_t i = 0; i < h.size(); ++i) h[i] = ActivatedValue(act, t, g[i], u[i]) * u[i];
     tk->quantize_act(h.data(), n_ff, ah.data());
     std::vector<float> dense(static_cast<size_t>(n_embd));
     tk->matvec(L.down.data(), RowBytes(wt, n_ff), n_ff, n_embd, ah.data(), dense.data());
@@ -327,6 +413,7 @@ TEST_CASE("sparse FFN with every neuron active equals the dense FFN", "[sparse][
     a.x = x.data();
     a.act = act;
     a.threshold = 0.0f;
+    a.act_threshold = t;
     a.y = y.data();
     SparseFfn ffn(k, n_embd, static_cast<int>(n_ff), 2);
     ThreadPool pool(2);
