@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "base/size_parse.h"
 #include "policy/policy.h"
+#include "engine/decode_graph.h"
 #include "engine/engine_impl.h"
 
 namespace kx {

@@ -76,6 +76,14 @@ struct EngineOptions {
   bool tier_skip_misses = false;  // --tier-miss skip: compute without non-resident groups
   std::string tier_log;         // --tier-log: CSV per layer step (λ, hits, reads, stalls)
   bool debug_skip_io_wait = false;  // tests' negative control: compute without waiting for reads
+
+  // How one decode token (a batch of 1) is dispatched: kPool runs each op as
+  // one ThreadPool::Run with serial code between them; kGraph runs the
+  // token's task graph (engine/decode_graph.h, lib/graph) on the same pool.
+  // Same logits bit for bit. Batches (prefill) always use the pool.
+  // KAIROX_EXEC=pool|graph overrides.
+  enum class Executor { kPool, kGraph };
+  Executor executor = Executor::kPool;
 };
 
 // Wall time per op kind, accumulated since the last ResetProfile().
@@ -129,6 +137,9 @@ class Engine {
   double FlopsPerToken() const;
   // Bytes of bf16 weight copies the oneDNN prefill path holds (0 until it runs).
   uint64_t PrefillWeightBytes() const;
+  // Task parts one decode token runs on the task graph (EngineOptions::executor
+  // kGraph; engine/decode_graph.h), 0 until a token used it.
+  int64_t DecodeGraphParts() const;
 
   const OpProfile& profile() const;
   void ResetProfile();

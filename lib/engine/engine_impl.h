@@ -39,6 +39,8 @@ enum class Op : int {
   kCount,
 };
 
+class DecodeGraph;
+
 struct Engine::Impl {
   EngineOptions options;
   std::shared_ptr<const Model> model;  // keeps the mapping every WeightRef points into alive
@@ -82,6 +84,10 @@ struct Engine::Impl {
   // or when the CPU has no bf16 matmul.
   std::unique_ptr<DnnlLinear> dnnl;
   bool dnnl_off = false;
+
+  // EngineOptions::Executor::kGraph: the decode token's task graph, built on
+  // the first token that uses it (engine/decode_graph.h).
+  std::unique_ptr<DecodeGraph> decode_graph;
 
   // Logits of the last Eval: n_logit_rows × n_vocab.
   std::vector<float> logits;

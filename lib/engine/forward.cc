@@ -10,8 +10,11 @@
 #include "base/check.h"
 #include "base/log.h"
 #include "base/timer.h"
+#include "engine/decode_graph.h"
 #include "engine/engine_impl.h"
+#include "engine/forward_ops.h"
 #include "kernels/cpu/quantize.h"
+#include "model/llama_ffn_activation.h"
 
 namespace kx {
 namespace {
@@ -19,24 +22,11 @@ namespace {
 // The F16 KV cache's rows, stored as bytes (engine_impl.h: the same buffer
 // holds Q8_0 blocks with KvType::kQ8_0); offsets are always even.
 uint16_t* KvF16(uint8_t* p) { return reinterpret_cast<uint16_t*>(p); }
+const uint16_t* KvF16(const uint8_t* p) { return reinterpret_cast<const uint16_t*>(p); }
 
 // Rows per unit when splitting a linear op across threads: keeps the kernels'
 // multi-row inner loops full.
 constexpr int64_t kRowAlign = 8;
-
-class OpTimer {
- public:
-  OpTimer(Engine::Impl& m, Op op) : m_(m), op_(static_cast<int>(op)), start_(NowNs()) {}
-  ~OpTimer() {
-    m_.op_ns[op_] += NowNs() - start_;
-    m_.op_calls[op_] += 1;
-  }
-
- private:
-  Engine::Impl& m_;
-  int op_;
-  int64_t start_;
-};
 
 void RmsNorm(const float* src, const float* weight, float* dst, int n, float eps) {
   double sum_sq = 0.0;
@@ -44,13 +34,6 @@ void RmsNorm(const float* src, const float* weight, float* dst, int n, float eps
   const float scale = static_cast<float>(1.0 / std::sqrt(sum_sq / n + eps));
   for (int i = 0; i < n; ++i) dst[i] = src[i] * scale * weight[i];
 }
-
-// One matrix of a linear group: dst[b·ldd + r] = W[r]·src_b.
-struct LinearJob {
-  const WeightRef* w;
-  float* dst;
-  int64_t ldd;
-};
 
 // ---- oneDNN bf16 prefill (engine/dnnl_linear.h; owner: dnnl) ----
 // The prefill path: EngineOptions::prefill, overridden by
@@ -103,66 +86,6 @@ bool TryDnnlGroup(Engine::Impl& m, const float* src, int64_t src_ld, int n_token
 }
 // ---- end oneDNN bf16 prefill ----
 
-// Runs every job of the group on the rows of `src` (n_tokens rows of
-// `src_ld` floats; all jobs share n_in). Activations are prepared once per
-// distinct weight type.
-void LinearGroup(Engine::Impl& m, const float* src, int64_t src_ld, int n_tokens,
-                 const LinearJob* jobs, int n_jobs) {
-  if (TryDnnlGroup(m, src, src_ld, n_tokens, jobs, n_jobs)) return;  // oneDNN bf16 prefill
-  constexpr int kMaxTypes = 2;
-  constexpr int kMaxJobs = 4;
-  KX_CHECK(n_jobs > 0 && n_jobs <= kMaxJobs);
-  const int64_t n_in = jobs[0].w->n_in;
-  GgmlType types[kMaxTypes];
-  const cpu::TypeKernels* tks[kMaxTypes];
-  uint8_t* acts[kMaxTypes];
-  size_t strides[kMaxTypes];
-  int n_types = 0;
-  int job_type[kMaxJobs];
-  const size_t region = m.act.size() / kMaxTypes;
-  for (int j = 0; j < n_jobs; ++j) {
-    KX_CHECK(jobs[j].w->n_in == n_in);
-    int t = 0;
-    while (t < n_types && types[t] != jobs[j].w->type) ++t;
-    if (t == n_types) {
-      KX_CHECK(n_types < kMaxTypes);
-      types[t] = jobs[j].w->type;
-      tks[t] = m.kernels->For(types[t]);
-      strides[t] = tks[t]->act_bytes(n_in);
-      acts[t] = m.act.data() + region * t;
-      KX_CHECK(strides[t] * n_tokens <= region);
-      for (int b = 0; b < n_tokens; ++b) {
-        tks[t]->quantize_act(src + b * src_ld, n_in, acts[t] + strides[t] * b);
-      }
-      ++n_types;
-    }
-    job_type[j] = t;
-  }
-  int64_t total_rows = 0;
-  for (int j = 0; j < n_jobs; ++j) total_rows += jobs[j].w->n_out;
-
-  m.pool->Run([&](int ith, int nth) {
-    int64_t begin, end;
-    ThreadPool::Split(total_rows, ith, nth, kRowAlign, &begin, &end);
-    int64_t base = 0;
-    for (int j = 0; j < n_jobs && begin < end; ++j) {
-      const WeightRef& w = *jobs[j].w;
-      const int64_t lo = std::max(begin, base), hi = std::min(end, base + w.n_out);
-      if (lo < hi) {
-        const int64_t r0 = lo - base, rows = hi - lo;
-        const int t = job_type[j];
-        if (n_tokens == 1) {
-          tks[t]->matvec(w.row(r0), w.row_bytes, n_in, rows, acts[t], jobs[j].dst + r0);
-        } else {
-          tks[t]->matmul(w.row(r0), w.row_bytes, n_in, rows, acts[t], strides[t], n_tokens,
-                         jobs[j].dst + r0, jobs[j].ldd);
-        }
-      }
-      base += w.n_out;
-    }
-  });
-}
-
 // Rotates pairs of one head in place (RoPE), with cos/sin for its position.
 // Only the first n_rot dimensions rotate; NeoX pairs dimension i with
 // i + n_rot/2 (not head_dim/2) when the rotation is partial.
@@ -184,50 +107,17 @@ void AddBias(float* dst, const WeightRef& bias, int n) {
 
 const float* F32(const WeightRef& w) { return reinterpret_cast<const float*>(w.data); }
 
-// sqrt(2/π), the tanh approximation's constant, and its cubic coefficient.
-constexpr float kGeluTanhScale = 0.7978845608028654f;
-constexpr float kGeluTanhCubic = 0.044715f;
-
-// gate[i] = act(gate[i]) · up[i] over n elements: the gated FFN's activation.
-void GatedActivation(FfnActivation act, float* gate, const float* up, int64_t n) {
-  switch (act) {
-    case FfnActivation::kSilu:
-      for (int64_t i = 0; i < n; ++i) {
-        const float g = gate[i];
-        gate[i] = g / (1.0f + std::exp(-g)) * up[i];
-      }
-      return;
-    case FfnActivation::kGeluTanh:
-      for (int64_t i = 0; i < n; ++i) {
-        const float g = gate[i];
-        const float t = std::tanh(kGeluTanhScale * (g + kGeluTanhCubic * g * g * g));
-        gate[i] = 0.5f * g * (1.0f + t) * up[i];
-      }
-      return;
-    case FfnActivation::kRelu:
-      for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] > 0.0f ? gate[i] * up[i] : 0.0f;
-      return;
-  }
+// gate[i] = act(gate[i]) · up[i] over n elements: the gated FFN's activation
+// (every variant is defined in model/llama_ffn_activation.h).
+void GatedActivation(const LlamaHParams& hp, float* gate, const float* up, int64_t n) {
+  GatedFfnActivation(hp.ffn_act, hp.ffn_act_threshold, gate, up, n);
 }
 
-// gate[i] = act(gate[i]) alone, the same arithmetic as GatedActivation before
-// its multiplication by up (so a hook that masks nothing changes no bit).
-void Activation(FfnActivation act, float* gate, int64_t n) {
-  switch (act) {
-    case FfnActivation::kSilu:
-      for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i]));
-      return;
-    case FfnActivation::kGeluTanh:
-      for (int64_t i = 0; i < n; ++i) {
-        const float g = gate[i];
-        const float t = std::tanh(kGeluTanhScale * (g + kGeluTanhCubic * g * g * g));
-        gate[i] = 0.5f * g * (1.0f + t);
-      }
-      return;
-    case FfnActivation::kRelu:
-      for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] > 0.0f ? gate[i] : 0.0f;
-      return;
-  }
+// gate[i] = act(gate[i]) alone (what FfnHook sees), the same arithmetic as
+// GatedActivation before its multiplication by up (so a hook that masks
+// nothing changes no bit); dReLU reads up for its zeros.
+void Activation(const LlamaHParams& hp, float* gate, const float* up, int64_t n) {
+  FfnActivationOnly(hp.ffn_act, hp.ffn_act_threshold, gate, up, n);
 }
 
 // cos/sin of position·inv_freq for every position of the batch: [b][half].
@@ -244,155 +134,343 @@ void RopeTables(const std::vector<float>& inv_freq, int n_past, int n, float* co
   }
 }
 
+// Runs every job of the group on the rows of `src` (n_tokens rows of
+// `src_ld` floats; all jobs share n_in). Activations are prepared once per
+// distinct weight type.
+void LinearGroup(Engine::Impl& m, const float* src, int64_t src_ld, int n_tokens,
+                 const LinearJob* jobs, int n_jobs) {
+  if (TryDnnlGroup(m, src, src_ld, n_tokens, jobs, n_jobs)) return;  // oneDNN bf16 prefill
+  LinearPlan plan;
+  PlanLinear(m, n_tokens, jobs, n_jobs, &plan);
+  PrepareLinear(plan, src, src_ld);
+  m.pool->Run([&](int ith, int nth) { RunLinearPart(plan, ith, nth); });
+}
+
+// Whether one token (decode) runs on the task graph: EngineOptions::executor,
+// overridden by KAIROX_EXEC=pool|graph (read once per process).
+bool UseGraph(const EngineOptions& options) {
+  static const int env = [] {
+    const char* v = std::getenv("KAIROX_EXEC");
+    if (v == nullptr) return -1;
+    if (std::strcmp(v, "pool") == 0) return static_cast<int>(EngineOptions::Executor::kPool);
+    if (std::strcmp(v, "graph") == 0) return static_cast<int>(EngineOptions::Executor::kGraph);
+    Log().warn("KAIROX_EXEC={} is neither pool nor graph: ignored", v);
+    return -1;
+  }();
+  const auto e = env >= 0 ? static_cast<EngineOptions::Executor>(env) : options.executor;
+  return e == EngineOptions::Executor::kGraph;
+}
+
 }  // namespace
+
+void PlanLinear(Engine::Impl& m, int n_tokens, const LinearJob* jobs, int n_jobs,
+                LinearPlan* plan) {
+  KX_CHECK(n_jobs > 0 && n_jobs <= kMaxLinearJobs);
+  LinearPlan& p = *plan;
+  p.n_jobs = n_jobs;
+  p.n_tokens = n_tokens;
+  p.n_in = jobs[0].w->n_in;
+  p.n_types = 0;
+  p.total_rows = 0;
+  const size_t region = m.act.size() / kMaxLinearTypes;
+  for (int j = 0; j < n_jobs; ++j) {
+    p.jobs[j] = jobs[j];
+    KX_CHECK(jobs[j].w->n_in == p.n_in);
+    int t = 0;
+    while (t < p.n_types && p.types[t] != jobs[j].w->type) ++t;
+    if (t == p.n_types) {
+      KX_CHECK(p.n_types < kMaxLinearTypes);
+      p.types[t] = jobs[j].w->type;
+      p.tks[t] = m.kernels->For(p.types[t]);
+      p.strides[t] = p.tks[t]->act_bytes(p.n_in);
+      p.acts[t] = m.act.data() + region * t;
+      KX_CHECK(p.strides[t] * n_tokens <= region);
+      ++p.n_types;
+    }
+    p.job_type[j] = t;
+    p.total_rows += jobs[j].w->n_out;
+  }
+}
+
+void PrepareLinear(const LinearPlan& p, const float* src, int64_t src_ld) {
+  for (int t = 0; t < p.n_types; ++t) {
+    for (int b = 0; b < p.n_tokens; ++b) {
+      p.tks[t]->quantize_act(src + b * src_ld, p.n_in, p.acts[t] + p.strides[t] * b);
+    }
+  }
+}
+
+void RunLinearPart(const LinearPlan& p, int ith, int nth) {
+  int64_t begin, end;
+  ThreadPool::Split(p.total_rows, ith, nth, kRowAlign, &begin, &end);
+  int64_t base = 0;
+  for (int j = 0; j < p.n_jobs && begin < end; ++j) {
+    const WeightRef& w = *p.jobs[j].w;
+    const int64_t lo = std::max(begin, base), hi = std::min(end, base + w.n_out);
+    if (lo < hi) {
+      const int64_t r0 = lo - base, rows = hi - lo;
+      const int t = p.job_type[j];
+      if (p.n_tokens == 1) {
+        p.tks[t]->matvec(w.row(r0), w.row_bytes, p.n_in, rows, p.acts[t], p.jobs[j].dst + r0);
+      } else {
+        p.tks[t]->matmul(w.row(r0), w.row_bytes, p.n_in, rows, p.acts[t], p.strides[t],
+                         p.n_tokens, p.jobs[j].dst + r0, p.jobs[j].ldd);
+      }
+    }
+    base += w.n_out;
+  }
+}
+
+void PlanAttention(Engine::Impl& m, int layer, int n, AttnPlan* plan) {
+  plan->m = &m;
+  plan->layer = layer;
+  plan->n = n;
+  plan->n_past = m.n_past;
+  plan->window = m.hp.IsLocalLayer(layer) ? m.hp.sliding_window : m.n_ctx;
+  plan->kc = m.k_cache.data() + static_cast<size_t>(layer) * m.n_ctx * m.kv_row_bytes;
+  plan->vc = m.v_cache.data() + static_cast<size_t>(layer) * m.n_ctx * m.kv_row_bytes;
+}
+
+void RunAttentionPart(const AttnPlan& a, int ith, int nth) {
+  Engine::Impl& m = *a.m;
+  const LlamaHParams& hp = m.hp;
+  const int hd = hp.head_dim, kvd = static_cast<int>(m.kv_dim), qd = hp.q_dim();
+  const int group = hp.n_head / hp.n_head_kv;
+  const float attn_scale = hp.attn_scale;
+  const bool kv_q8 = m.kv_type == EngineOptions::KvType::kQ8_0;
+  const size_t kv_row_bytes = m.kv_row_bytes;
+  const cpu::VecKernels& vec = m.kernels->vec;
+  const uint8_t* kc = a.kc;
+  const uint8_t* vc = a.vc;
+  float* sc = &m.scores[static_cast<size_t>(ith) * m.n_ctx];  // part ith's own row
+  float* attn = m.attn.data();
+  const int pairs = a.n * hp.n_head;
+  for (int p = ith; p < pairs; p += nth) {
+    const int b = p / hp.n_head, h = p % hp.n_head;
+    const int kvh = h / group;
+    const int pos = a.n_past + b;
+    const int first_key = std::max(0, pos + 1 - a.window);
+    const int n_keys = pos + 1 - first_key;
+    const float* qh = &m.q[b * qd + h * hd];
+    // Byte offset of the first key's head row (a head is whole Q8_0
+    // blocks, so its offset scales like the row).
+    const size_t key0 = static_cast<size_t>(first_key) * kv_row_bytes +
+                        static_cast<size_t>(kvh) * hd * kv_row_bytes / kvd;
+    if (kv_q8) {
+      vec.dot_q8_0_rows(kc + key0, kv_row_bytes, n_keys, qh, hd, sc);
+    } else {
+      vec.dot_f16_rows(KvF16(kc + key0), kvd, n_keys, qh, hd, sc);
+    }
+    float max_s = -INFINITY;
+    for (int t = 0; t < n_keys; ++t) {
+      sc[t] *= attn_scale;
+      max_s = std::max(max_s, sc[t]);
+    }
+    float sum = 0.0f;
+    for (int t = 0; t < n_keys; ++t) {
+      sc[t] = std::exp(sc[t] - max_s);
+      sum += sc[t];
+    }
+    const float inv = 1.0f / sum;
+    for (int t = 0; t < n_keys; ++t) sc[t] *= inv;
+    float* out = &attn[b * qd + h * hd];
+    std::memset(out, 0, sizeof(float) * hd);
+    if (kv_q8) {
+      vec.axpy_q8_0_rows(sc, vc + key0, kv_row_bytes, n_keys, out, hd);
+    } else {
+      vec.axpy_f16_rows(sc, KvF16(vc + key0), kvd, n_keys, out, hd);
+    }
+  }
+}
+
+void EmbedStage(Engine::Impl& m, const int32_t* tokens, int n) {
+  const int d = m.hp.n_embd;
+  const cpu::TypeKernels* tk = m.kernels->For(m.w.tok_embd.type);
+  for (int b = 0; b < n; ++b) tk->dequantize(m.w.tok_embd.row(tokens[b]), &m.x[b * d], d);
+  if (m.hp.embd_scale != 1.0f) {
+    for (int i = 0; i < n * d; ++i) m.x[i] *= m.hp.embd_scale;
+  }
+  RopeTables(m.inv_freq, m.n_past, n, m.rope_cos.data(), m.rope_sin.data());
+  if (!m.inv_freq_local.empty()) {
+    RopeTables(m.inv_freq_local, m.n_past, n, m.rope_cos_local.data(), m.rope_sin_local.data());
+  }
+}
+
+void AttnNormStage(Engine::Impl& m, int layer, int n) {
+  const int d = m.hp.n_embd;
+  const float* norm = F32(m.w.layers[layer].attn_norm);
+  for (int b = 0; b < n; ++b) RmsNorm(&m.x[b * d], norm, &m.xn[b * d], d, m.hp.rms_eps);
+}
+
+void QkvBiasStage(Engine::Impl& m, int layer, int n) {
+  if (!m.hp.qkv_bias) return;
+  const LlamaLayerWeights& L = m.w.layers[layer];
+  const int qd = m.hp.q_dim(), kvd = static_cast<int>(m.kv_dim);
+  for (int b = 0; b < n; ++b) {
+    AddBias(&m.q[b * qd], L.bq, qd);
+    AddBias(&m.k[b * kvd], L.bk, kvd);
+    AddBias(&m.v[b * kvd], L.bv, kvd);
+  }
+}
+
+void QkNormStage(Engine::Impl& m, int layer, int n) {
+  const LlamaHParams& hp = m.hp;
+  if (!hp.qk_norm) return;
+  const LlamaLayerWeights& L = m.w.layers[layer];
+  const int qd = hp.q_dim(), kvd = static_cast<int>(m.kv_dim), hd = hp.head_dim;
+  for (int b = 0; b < n; ++b) {
+    for (int h = 0; h < hp.n_head; ++h) {
+      float* qh = &m.q[b * qd + h * hd];
+      RmsNorm(qh, F32(L.attn_q_norm), qh, hd, hp.rms_eps);
+    }
+    for (int h = 0; h < hp.n_head_kv; ++h) {
+      float* kh = &m.k[b * kvd + h * hd];
+      RmsNorm(kh, F32(L.attn_k_norm), kh, hd, hp.rms_eps);
+    }
+  }
+}
+
+void RopeStage(Engine::Impl& m, int layer, int n) {
+  const LlamaHParams& hp = m.hp;
+  const int qd = hp.q_dim(), kvd = static_cast<int>(m.kv_dim), hd = hp.head_dim;
+  const int half_rot = hp.n_rot / 2;
+  const bool local = hp.IsLocalLayer(layer);
+  const bool kv_q8 = m.kv_type == EngineOptions::KvType::kQ8_0;
+  const size_t kv_row_bytes = m.kv_row_bytes;
+  uint8_t* kc = m.k_cache.data() + static_cast<size_t>(layer) * m.n_ctx * kv_row_bytes;
+  uint8_t* vc = m.v_cache.data() + static_cast<size_t>(layer) * m.n_ctx * kv_row_bytes;
+  const std::vector<float>& cos_table = local ? m.rope_cos_local : m.rope_cos;
+  const std::vector<float>& sin_table = local ? m.rope_sin_local : m.rope_sin;
+  for (int b = 0; b < n; ++b) {
+    const float* ct = &cos_table[b * half_rot];
+    const float* st = &sin_table[b * half_rot];
+    for (int h = 0; h < hp.n_head; ++h) RopeHead(&m.q[b * qd + h * hd], ct, st, hp.n_rot, hp.rope_style);
+    for (int h = 0; h < hp.n_head_kv; ++h) {
+      RopeHead(&m.k[b * kvd + h * hd], ct, st, hp.n_rot, hp.rope_style);
+    }
+    const size_t pos = static_cast<size_t>(m.n_past + b);
+    if (kv_q8) {
+      // Quantize-on-write; heads are whole blocks (head_dim % 32 == 0,
+      // checked at load), so each head's row is its own run of blocks.
+      const absl::Status ks =
+          cpu::QuantizeRow(GgmlType::kQ8_0, &m.k[b * kvd], kvd, kc + pos * kv_row_bytes);
+      const absl::Status vs =
+          cpu::QuantizeRow(GgmlType::kQ8_0, &m.v[b * kvd], kvd, vc + pos * kv_row_bytes);
+      KX_CHECK_MSG(ks.ok() && vs.ok(), "Q8_0 KV quantization failed");
+    } else {
+      m.kernels->vec.f32_to_f16(&m.k[b * kvd], KvF16(kc + pos * kv_row_bytes), kvd);
+      m.kernels->vec.f32_to_f16(&m.v[b * kvd], KvF16(vc + pos * kv_row_bytes), kvd);
+    }
+  }
+}
+
+// ffo holds the attention output: post norm (Gemma), then the residual.
+void AttnResidualStage(Engine::Impl& m, int layer, int n) {
+  const int d = m.hp.n_embd;
+  if (m.hp.post_norms) {
+    const float* post = F32(m.w.layers[layer].post_attention_norm);
+    for (int b = 0; b < n; ++b) RmsNorm(&m.ffo[b * d], post, &m.ffo[b * d], d, m.hp.rms_eps);
+  }
+  for (int i = 0; i < n * d; ++i) m.x[i] += m.ffo[i];
+}
+
+void FfnNormStage(Engine::Impl& m, int layer, int n) {
+  const int d = m.hp.n_embd;
+  const float* norm = F32(m.w.layers[layer].ffn_norm);
+  for (int b = 0; b < n; ++b) RmsNorm(&m.x[b * d], norm, &m.xn[b * d], d, m.hp.rms_eps);
+}
+
+void FfnActStage(Engine::Impl& m, int n, FfnHook* hook, int layer) {
+  const int64_t count = static_cast<int64_t>(n) * m.hp.n_ff;
+  if (hook != nullptr) {
+    Activation(m.hp, m.gate.data(), m.up.data(), count);
+    hook->OnActivations(layer, n, m.gate.data());
+    for (int64_t i = 0; i < count; ++i) m.gate[i] *= m.up[i];
+  } else {
+    GatedActivation(m.hp, m.gate.data(), m.up.data(), count);
+  }
+}
+
+// ffo holds the FFN output: post-FFN norm (Gemma), then the residual.
+void FfnResidualStage(Engine::Impl& m, int layer, int n) {
+  const int d = m.hp.n_embd;
+  if (m.hp.post_norms) {
+    const float* post = F32(m.w.layers[layer].post_ffw_norm);
+    for (int b = 0; b < n; ++b) RmsNorm(&m.ffo[b * d], post, &m.ffo[b * d], d, m.hp.rms_eps);
+  }
+  for (int i = 0; i < n * d; ++i) m.x[i] += m.ffo[i];
+}
+
+void OutNormStage(Engine::Impl& m, int first, int n) {
+  const int d = m.hp.n_embd;
+  const float* norm = F32(m.w.output_norm);
+  for (int b = first; b < n; ++b) RmsNorm(&m.x[b * d], norm, &m.xn[b * d], d, m.hp.rms_eps);
+}
+
+void SoftcapStage(Engine::Impl& m, float* logits, int rows) {
+  if (m.hp.final_logit_softcap <= 0.0f) return;
+  const float cap = m.hp.final_logit_softcap;
+  const int64_t count = static_cast<int64_t>(rows) * m.hp.n_vocab;
+  for (int64_t i = 0; i < count; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
+}
 
 void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit,
                                 float* logits_dst) {
-  const int d = hp.n_embd, ff = hp.n_ff, hd = hp.head_dim, kvd = static_cast<int>(kv_dim);
+  // One token (decode) on the task graph, unless a profiling hook watches
+  // the FFN (kairox-prepare), which only the pool path calls.
+  if (n == 1 && ffn_hook == nullptr && UseGraph(options)) {
+    if (decode_graph == nullptr || !decode_graph->Current()) {
+      auto g = DecodeGraph::Create(*this);
+      KX_CHECK_MSG(g.ok(), std::string(g.status().message()).c_str());
+      decode_graph = std::move(*g);
+    }
+    decode_graph->Run(tokens[0], first_logit < n ? logits_dst : nullptr);
+    return;
+  }
+  const int d = hp.n_embd, ff = hp.n_ff, kvd = static_cast<int>(kv_dim);
   const int qd = hp.q_dim();  // n_embd, except for Gemma's wide heads
-  const int half_rot = hp.n_rot / 2;
-  const int group = hp.n_head / hp.n_head_kv;
-  const float attn_scale = hp.attn_scale;
-  const cpu::VecKernels& vec = kernels->vec;
 
   {
     OpTimer timer(*this, Op::kEmbed);
-    const cpu::TypeKernels* tk = kernels->For(w.tok_embd.type);
-    for (int b = 0; b < n; ++b) tk->dequantize(w.tok_embd.row(tokens[b]), &x[b * d], d);
-    if (hp.embd_scale != 1.0f) {
-      for (int i = 0; i < n * d; ++i) x[i] *= hp.embd_scale;
-    }
-    RopeTables(inv_freq, n_past, n, rope_cos.data(), rope_sin.data());
-    if (!inv_freq_local.empty()) {
-      RopeTables(inv_freq_local, n_past, n, rope_cos_local.data(), rope_sin_local.data());
-    }
+    EmbedStage(*this, tokens, n);
   }
 
   for (int l = 0; l < hp.n_layer; ++l) {
     const LlamaLayerWeights& L = w.layers[l];
-    const auto* attn_norm = reinterpret_cast<const float*>(L.attn_norm.data);
-    const auto* ffn_norm = reinterpret_cast<const float*>(L.ffn_norm.data);
-    uint8_t* kc = k_cache.data() + static_cast<size_t>(l) * n_ctx * kv_row_bytes;
-    uint8_t* vc = v_cache.data() + static_cast<size_t>(l) * n_ctx * kv_row_bytes;
-    const bool kv_q8 = kv_type == EngineOptions::KvType::kQ8_0;
-    const bool local = hp.IsLocalLayer(l);
-    // Keys a query at position p sees: (p − window, p]; all of [0, p] when global.
-    const int window = local ? hp.sliding_window : n_ctx;
-
     {
       OpTimer timer(*this, Op::kNorm);
-      for (int b = 0; b < n; ++b) RmsNorm(&x[b * d], attn_norm, &xn[b * d], d, hp.rms_eps);
+      AttnNormStage(*this, l, n);
     }
     {
       OpTimer timer(*this, Op::kQkv);
       const LinearJob jobs[] = {
           {&L.wq, q.data(), qd}, {&L.wk, k.data(), kvd}, {&L.wv, v.data(), kvd}};
       LinearGroup(*this, xn.data(), d, n, jobs, 3);
-      if (hp.qkv_bias) {
-        for (int b = 0; b < n; ++b) {
-          AddBias(&q[b * qd], L.bq, qd);
-          AddBias(&k[b * kvd], L.bk, kvd);
-          AddBias(&v[b * kvd], L.bv, kvd);
-        }
-      }
+      QkvBiasStage(*this, l, n);
     }
     if (hp.qk_norm) {
       OpTimer timer(*this, Op::kNorm);
-      for (int b = 0; b < n; ++b) {
-        for (int h = 0; h < hp.n_head; ++h) {
-          float* qh = &q[b * qd + h * hd];
-          RmsNorm(qh, F32(L.attn_q_norm), qh, hd, hp.rms_eps);
-        }
-        for (int h = 0; h < hp.n_head_kv; ++h) {
-          float* kh = &k[b * kvd + h * hd];
-          RmsNorm(kh, F32(L.attn_k_norm), kh, hd, hp.rms_eps);
-        }
-      }
+      QkNormStage(*this, l, n);
     }
     {
       OpTimer timer(*this, Op::kRope);
-      const std::vector<float>& cos_table = local ? rope_cos_local : rope_cos;
-      const std::vector<float>& sin_table = local ? rope_sin_local : rope_sin;
-      for (int b = 0; b < n; ++b) {
-        const float* ct = &cos_table[b * half_rot];
-        const float* st = &sin_table[b * half_rot];
-        for (int h = 0; h < hp.n_head; ++h) {
-          RopeHead(&q[b * qd + h * hd], ct, st, hp.n_rot, hp.rope_style);
-        }
-        for (int h = 0; h < hp.n_head_kv; ++h) {
-          RopeHead(&k[b * kvd + h * hd], ct, st, hp.n_rot, hp.rope_style);
-        }
-        const size_t pos = static_cast<size_t>(n_past + b);
-        if (kv_q8) {
-          // Quantize-on-write; heads are whole blocks (head_dim % 32 == 0,
-          // checked at load), so each head's row is its own run of blocks.
-          const absl::Status ks = cpu::QuantizeRow(GgmlType::kQ8_0, &k[b * kvd], kvd,
-                                                   kc + pos * kv_row_bytes);
-          const absl::Status vs = cpu::QuantizeRow(GgmlType::kQ8_0, &v[b * kvd], kvd,
-                                                   vc + pos * kv_row_bytes);
-          KX_CHECK_MSG(ks.ok() && vs.ok(), "Q8_0 KV quantization failed");
-        } else {
-          vec.f32_to_f16(&k[b * kvd], KvF16(kc + pos * kv_row_bytes), kvd);
-          vec.f32_to_f16(&v[b * kvd], KvF16(vc + pos * kv_row_bytes), kvd);
-        }
-      }
+      RopeStage(*this, l, n);
     }
     {
       OpTimer timer(*this, Op::kAttention);
-      const int pairs = n * hp.n_head;
-      pool->Run([&](int ith, int nth) {
-        float* sc = &scores[static_cast<size_t>(ith) * n_ctx];
-        for (int p = ith; p < pairs; p += nth) {
-          const int b = p / hp.n_head, h = p % hp.n_head;
-          const int kvh = h / group;
-          const int pos = n_past + b;
-          const int first_key = std::max(0, pos + 1 - window);
-          const int n_keys = pos + 1 - first_key;
-          const float* qh = &q[b * qd + h * hd];
-          // Byte offset of the first key's head row (a head is whole Q8_0
-          // blocks, so its offset scales like the row).
-          const size_t key0 = static_cast<size_t>(first_key) * kv_row_bytes +
-                              static_cast<size_t>(kvh) * hd * kv_row_bytes / kvd;
-          if (kv_q8) {
-            vec.dot_q8_0_rows(kc + key0, kv_row_bytes, n_keys, qh, hd, sc);
-          } else {
-            vec.dot_f16_rows(KvF16(kc + key0), kvd, n_keys, qh, hd, sc);
-          }
-          float max_s = -INFINITY;
-          for (int t = 0; t < n_keys; ++t) {
-            sc[t] *= attn_scale;
-            max_s = std::max(max_s, sc[t]);
-          }
-          float sum = 0.0f;
-          for (int t = 0; t < n_keys; ++t) {
-            sc[t] = std::exp(sc[t] - max_s);
-            sum += sc[t];
-          }
-          const float inv = 1.0f / sum;
-          for (int t = 0; t < n_keys; ++t) sc[t] *= inv;
-          float* out = &attn[b * qd + h * hd];
-          std::memset(out, 0, sizeof(float) * hd);
-          if (kv_q8) {
-            vec.axpy_q8_0_rows(sc, vc + key0, kv_row_bytes, n_keys, out, hd);
-          } else {
-            vec.axpy_f16_rows(sc, KvF16(vc + key0), kvd, n_keys, out, hd);
-          }
-        }
-      });
+      AttnPlan plan;
+      PlanAttention(*this, l, n, &plan);
+      pool->Run([&](int ith, int nth) { RunAttentionPart(plan, ith, nth); });
     }
     {
       OpTimer timer(*this, Op::kAttnOut);
       const LinearJob jobs[] = {{&L.wo, ffo.data(), d}};
       LinearGroup(*this, attn.data(), qd, n, jobs, 1);
-      if (hp.post_norms) {
-        const float* post = F32(L.post_attention_norm);
-        for (int b = 0; b < n; ++b) RmsNorm(&ffo[b * d], post, &ffo[b * d], d, hp.rms_eps);
-      }
-      for (int i = 0; i < n * d; ++i) x[i] += ffo[i];
+      AttnResidualStage(*this, l, n);
     }
     {
       OpTimer timer(*this, Op::kNorm);
-      for (int b = 0; b < n; ++b) RmsNorm(&x[b * d], ffn_norm, &xn[b * d], d, hp.rms_eps);
+      FfnNormStage(*this, l, n);
     }
     // Activation sparsity: a profiling hook, else the sparse runtime, sees
     // the FFN input (predicting the next layer) and may mask activations.
@@ -412,14 +490,7 @@ void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit,
       }
       {
         OpTimer timer(*this, Op::kFfnAct);
-        const int64_t count = static_cast<int64_t>(n) * ff;
-        if (hook != nullptr) {
-          Activation(hp.ffn_act, gate.data(), count);
-          hook->OnActivations(l, n, gate.data());
-          for (int64_t i = 0; i < count; ++i) gate[i] *= up[i];
-        } else {
-          GatedActivation(hp.ffn_act, gate.data(), up.data(), count);
-        }
+        FfnActStage(*this, n, hook, l);
       }
       OpTimer timer(*this, Op::kFfnDown);
       const LinearJob jobs[] = {{&L.ffn_down, ffo.data(), d}};
@@ -427,28 +498,19 @@ void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit,
     }
     {
       OpTimer timer(*this, Op::kNorm);  // post-FFN norm (Gemma) and the residual
-      if (hp.post_norms) {
-        const float* post = F32(L.post_ffw_norm);
-        for (int b = 0; b < n; ++b) RmsNorm(&ffo[b * d], post, &ffo[b * d], d, hp.rms_eps);
-      }
-      for (int i = 0; i < n * d; ++i) x[i] += ffo[i];
+      FfnResidualStage(*this, l, n);
     }
   }
 
   if (logits_dst == nullptr || first_logit >= n) return;
-  const auto* out_norm = reinterpret_cast<const float*>(w.output_norm.data);
   {
     OpTimer timer(*this, Op::kNorm);
-    for (int b = first_logit; b < n; ++b) RmsNorm(&x[b * d], out_norm, &xn[b * d], d, hp.rms_eps);
+    OutNormStage(*this, first_logit, n);
   }
   OpTimer timer(*this, Op::kLmHead);
   const LinearJob jobs[] = {{&w.output, logits_dst, hp.n_vocab}};
   LinearGroup(*this, &xn[first_logit * d], d, n - first_logit, jobs, 1);
-  if (hp.final_logit_softcap > 0.0f) {
-    const float cap = hp.final_logit_softcap;
-    const int64_t count = static_cast<int64_t>(n - first_logit) * hp.n_vocab;
-    for (int64_t i = 0; i < count; ++i) logits_dst[i] = cap * std::tanh(logits_dst[i] / cap);
-  }
+  SoftcapStage(*this, logits_dst, n - first_logit);
 }
 
 // oneDNN bf16 prefill (owner: dnnl).

@@ -56,11 +56,18 @@ absl::StatusOr<std::unique_ptr<SparseRuntime>> SparseRuntime::Create(
   r->n_groups_ = hp.n_ff / r->gs_;
   r->max_batch_ = max_batch;
   r->act_ = hp.ffn_act;
+  r->act_threshold_ = hp.ffn_act_threshold;
   r->sparsity_ = config.sparsity < 0.0f ? sidecar->sparsity() : config.sparsity;
   KX_ASSIGN_OR_RETURN(r->thresholds_, sidecar->ThresholdsFor(r->sparsity_));
   bool exact_level = false;
   for (float v : sidecar->sparsity_levels()) exact_level |= std::fabs(v - r->sparsity_) < 1e-6f;
-  if (!exact_level) {
+  if (!exact_level && sidecar->activation_rule() != "cats") {
+    // ReLU family: the rule fixes the thresholds; the sparsity is the model's.
+    Log().warn("sparsity {:.2f} does not apply to this {} model: its sparsity is the natural "
+               "{:.3f} (thresholds fixed by the activation)",
+               r->sparsity_, sidecar->activation_rule(), sidecar->sparsity());
+    r->sparsity_ = sidecar->sparsity();
+  } else if (!exact_level) {
     Log().warn("sparsity {:.2f} is not one of the sidecar's calibrated levels; using the nearest",
                r->sparsity_);
   }
@@ -262,6 +269,7 @@ void SparseRuntime::BeginBundles(int layer, const float* x, float* y, int n_part
   args.masks = group_masks_.data();
   args.x = x;
   args.act = act_;
+  args.act_threshold = act_threshold_;
   args.threshold = thresholds_[layer];
   args.y = y;
   args.kept = kept_.data();

@@ -123,6 +123,7 @@ class SparseRuntime final : public FfnHook {
   const cpu::KernelTable* kernels_ = nullptr;
   float sparsity_ = 0.0f;
   FfnActivation act_ = FfnActivation::kSilu;
+  float act_threshold_ = 0.0f;  // FATReLU's t
   std::vector<float> thresholds_;       // per layer, at sparsity_
   std::vector<float> logit_threshold_;  // per layer: logit(predictor threshold)
   int n_layer_ = 0, n_embd_ = 0, n_ff_ = 0, gs_ = 0, n_groups_ = 0, max_batch_ = 0;

@@ -1,0 +1,246 @@
+#include "engine/decode_graph.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "base/check.h"
+#include "base/timer.h"
+
+namespace kx {
+namespace {
+
+// The nodes of a layer are named "<what>.<layer>"; TaskGraph keeps the names.
+std::string Name(const char* what, int l) { return absl::StrCat(what, ".", l); }
+
+}  // namespace
+
+DecodeGraph::DecodeGraph(Engine::Impl& m) : m_(m), exec_(*m.pool) {}
+
+absl::StatusOr<std::unique_ptr<DecodeGraph>> DecodeGraph::Create(Engine::Impl& m) {
+  std::unique_ptr<DecodeGraph> g(new DecodeGraph(m));
+  KX_RETURN_IF_ERROR(g->Build());
+  return g;
+}
+
+bool DecodeGraph::Current() const {
+  return bundles_ == (m_.sparse != nullptr && m_.sparse->UsesBundles(1));
+}
+
+absl::Status DecodeGraph::Build() {
+  Engine::Impl& m = m_;
+  const LlamaHParams& hp = m.hp;
+  const int d = hp.n_embd, ff = hp.n_ff, qd = hp.q_dim(), kvd = static_cast<int>(m.kv_dim);
+  bundles_ = m.sparse != nullptr && m.sparse->UsesBundles(1);
+  n_parts_ = m.pool->size();
+  const int P = n_parts_;
+
+  layers_.resize(hp.n_layer);  // never resized again: nodes hold Layer pointers
+  int prev = g_.Add(EmbedNode, this, 1, "embed");
+  auto chain = [&](graph::TaskFn fn, void* ctx, int parts, const std::string& name) {
+    const int id = g_.Add(fn, ctx, parts, name.c_str());
+    g_.Depend(prev, id);
+    prev = id;
+  };
+  for (int l = 0; l < hp.n_layer; ++l) {
+    Layer& L = layers_[l];
+    const LlamaLayerWeights& W = m.w.layers[l];
+    L.self = this;
+    L.l = l;
+    const LinearJob qkv[] = {{&W.wq, m.q.data(), qd}, {&W.wk, m.k.data(), kvd},
+                             {&W.wv, m.v.data(), kvd}};
+    PlanLinear(m, 1, qkv, 3, &L.qkv);
+    const LinearJob wo[] = {{&W.wo, m.ffo.data(), d}};
+    PlanLinear(m, 1, wo, 1, &L.wo);
+    const LinearJob gate_up[] = {{&W.ffn_gate, m.gate.data(), ff}, {&W.ffn_up, m.up.data(), ff}};
+    PlanLinear(m, 1, gate_up, 2, &L.gate_up);
+    const LinearJob down[] = {{&W.ffn_down, m.ffo.data(), d}};
+    PlanLinear(m, 1, down, 1, &L.down);
+
+    chain(AttnInNode, &L, 1, Name("attn_in", l));
+    chain(QkvNode, &L, P, Name("qkv", l));
+    chain(RopeNode, &L, 1, Name("rope", l));
+    chain(AttnNode, &L, P, Name("attn", l));
+    chain(WoInNode, &L, 1, Name("wo_in", l));
+    chain(WoNode, &L, P, Name("wo", l));
+    chain(FfnInNode, &L, 1, Name("ffn_in", l));
+    if (bundles_) {
+      chain(SparsePhase0Node, &L, P, Name("sffn", l));
+      chain(SparseMidNode, &L, 1, Name("sffn_mid", l));
+      chain(SparsePhase1Node, &L, P, Name("sffn_down", l));
+    } else {
+      chain(GateUpNode, &L, P, Name("gate_up", l));
+      chain(ActNode, &L, 1, Name("act", l));
+      chain(DownNode, &L, P, Name("down", l));
+    }
+  }
+  const LinearJob head[] = {{&m.w.output, nullptr, hp.n_vocab}};  // dst: set per token
+  PlanLinear(m, 1, head, 1, &head_);
+  chain(OutNode, this, 1, "out");
+  chain(HeadNode, this, P, "head");
+  return g_.Finalize();
+}
+
+void DecodeGraph::Run(int32_t token, float* logits_dst) {
+  token_ = token;
+  logits_ = logits_dst;
+  g_.Reset();
+  mark_ns_ = NowNs();
+  stats_ = exec_.Run(g_);
+  if (logits_ != nullptr) {
+    Mark(Op::kLmHead, 0);  // the head's parts, since the out node
+    SoftcapStage(m_, logits_, 1);
+    Mark(Op::kLmHead, 0);
+  }
+}
+
+void DecodeGraph::Mark(Op op, int calls) {
+  const int64_t now = NowNs();
+  const int i = static_cast<int>(op);
+  m_.op_ns[i] += now - mark_ns_;
+  m_.op_calls[i] += calls;
+  mark_ns_ = now;
+}
+
+void DecodeGraph::FfnEnd(int l) {
+  Engine::Impl& m = m_;
+  if (bundles_) {
+    Mark(Op::kFfnSparse, 0);  // phase 1's parts
+    m.sparse->ffn().Finish();
+    m.sparse->EndBundles(l);
+    Mark(Op::kFfnSparse, 0);
+  } else {
+    Mark(Op::kFfnDown, 0);  // the down rows
+  }
+  FfnResidualStage(m, l, 1);
+  Mark(Op::kNorm);
+}
+
+// ---- Nodes, in plan order. One-part nodes run alone (the chain), so they
+// may touch the engine's serial state; P-part nodes only run their part.
+
+void DecodeGraph::EmbedNode(void* ctx, int, int) {
+  auto* self = static_cast<DecodeGraph*>(ctx);
+  EmbedStage(self->m_, &self->token_, 1);
+  self->Mark(Op::kEmbed);
+}
+
+void DecodeGraph::AttnInNode(void* ctx, int, int) {
+  Layer& L = *static_cast<Layer*>(ctx);
+  DecodeGraph& s = *L.self;
+  if (L.l > 0) s.FfnEnd(L.l - 1);
+  AttnNormStage(s.m_, L.l, 1);
+  s.Mark(Op::kNorm);
+  PrepareLinear(L.qkv, s.m_.xn.data(), s.m_.hp.n_embd);
+  s.Mark(Op::kQkv);
+}
+
+void DecodeGraph::QkvNode(void* ctx, int part, int n_parts) {
+  RunLinearPart(static_cast<Layer*>(ctx)->qkv, part, n_parts);
+}
+
+void DecodeGraph::RopeNode(void* ctx, int, int) {
+  Layer& L = *static_cast<Layer*>(ctx);
+  DecodeGraph& s = *L.self;
+  QkvBiasStage(s.m_, L.l, 1);
+  s.Mark(Op::kQkv, 0);  // the rows and biases
+  if (s.m_.hp.qk_norm) {
+    QkNormStage(s.m_, L.l, 1);
+    s.Mark(Op::kNorm);
+  }
+  RopeStage(s.m_, L.l, 1);
+  PlanAttention(s.m_, L.l, 1, &L.attn);
+  s.Mark(Op::kRope);
+}
+
+void DecodeGraph::AttnNode(void* ctx, int part, int n_parts) {
+  RunAttentionPart(static_cast<Layer*>(ctx)->attn, part, n_parts);
+}
+
+void DecodeGraph::WoInNode(void* ctx, int, int) {
+  Layer& L = *static_cast<Layer*>(ctx);
+  DecodeGraph& s = *L.self;
+  s.Mark(Op::kAttention);
+  PrepareLinear(L.wo, s.m_.attn.data(), s.m_.hp.q_dim());
+  s.Mark(Op::kAttnOut);
+}
+
+void DecodeGraph::WoNode(void* ctx, int part, int n_parts) {
+  RunLinearPart(static_cast<Layer*>(ctx)->wo, part, n_parts);
+}
+
+void DecodeGraph::FfnInNode(void* ctx, int, int) {
+  Layer& L = *static_cast<Layer*>(ctx);
+  DecodeGraph& s = *L.self;
+  Engine::Impl& m = s.m_;
+  AttnResidualStage(m, L.l, 1);
+  s.Mark(Op::kAttnOut, 0);  // the rows and the residual
+  FfnNormStage(m, L.l, 1);
+  s.Mark(Op::kNorm);
+  if (m.sparse != nullptr) {
+    m.sparse->OnFfnInput(L.l, 1, m.xn.data());
+    s.Mark(Op::kPredict);
+  }
+  if (s.bundles_) {
+    // Under a RAM tier this waits for layer l's bundle reads (BundleTier::Acquire).
+    m.sparse->BeginBundles(L.l, m.xn.data(), m.ffo.data(), s.n_parts_);
+    s.Mark(Op::kFfnSparse);
+  } else {
+    PrepareLinear(L.gate_up, m.xn.data(), m.hp.n_embd);
+    s.Mark(Op::kFfnGateUp);
+  }
+}
+
+void DecodeGraph::GateUpNode(void* ctx, int part, int n_parts) {
+  RunLinearPart(static_cast<Layer*>(ctx)->gate_up, part, n_parts);
+}
+
+void DecodeGraph::ActNode(void* ctx, int, int) {
+  Layer& L = *static_cast<Layer*>(ctx);
+  DecodeGraph& s = *L.self;
+  Engine::Impl& m = s.m_;
+  s.Mark(Op::kFfnGateUp, 0);  // the rows
+  FfnActStage(m, 1, m.sparse.get(), L.l);  // the sparse runtime masks (masked-dense)
+  s.Mark(Op::kFfnAct);
+  PrepareLinear(L.down, m.gate.data(), m.hp.n_ff);
+  s.Mark(Op::kFfnDown);
+}
+
+void DecodeGraph::DownNode(void* ctx, int part, int n_parts) {
+  RunLinearPart(static_cast<Layer*>(ctx)->down, part, n_parts);
+}
+
+void DecodeGraph::SparsePhase0Node(void* ctx, int part, int n_parts) {
+  static_cast<Layer*>(ctx)->self->m_.sparse->ffn().RunPart(0, part, n_parts);
+}
+
+void DecodeGraph::SparseMidNode(void* ctx, int, int) {
+  DecodeGraph& s = *static_cast<Layer*>(ctx)->self;
+  s.m_.sparse->ffn().Between();
+}
+
+void DecodeGraph::SparsePhase1Node(void* ctx, int part, int n_parts) {
+  static_cast<Layer*>(ctx)->self->m_.sparse->ffn().RunPart(1, part, n_parts);
+}
+
+void DecodeGraph::OutNode(void* ctx, int, int) {
+  auto* self = static_cast<DecodeGraph*>(ctx);
+  self->FfnEnd(self->m_.hp.n_layer - 1);
+  if (self->logits_ == nullptr) return;
+  OutNormStage(self->m_, 0, 1);
+  self->Mark(Op::kNorm);
+  self->head_.jobs[0].dst = self->logits_;
+  PrepareLinear(self->head_, self->m_.xn.data(), self->m_.hp.n_embd);
+  self->Mark(Op::kLmHead);
+}
+
+void DecodeGraph::HeadNode(void* ctx, int part, int n_parts) {
+  auto* self = static_cast<DecodeGraph*>(ctx);
+  if (self->logits_ == nullptr) return;
+  RunLinearPart(self->head_, part, n_parts);
+}
+
+int64_t Engine::DecodeGraphParts() const {
+  return impl_->decode_graph != nullptr ? impl_->decode_graph->graph().total_parts() : 0;
+}
+
+}  // namespace kx

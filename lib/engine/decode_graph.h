@@ -1,0 +1,111 @@
+// One decode token (batch of 1) as a task graph (graph/task_graph.h), built
+// once per engine from the model's plan and re-run every token on the
+// engine's thread pool (graph/cpu_executor.h). EngineOptions::Executor::kGraph
+// selects it; Engine::Impl::ForwardBatch calls Run for single tokens.
+//
+// The plan, per layer (P = the pool's threads; each P-part node's part i
+// computes what thread i of the pool path's pool.Run computes, through the
+// same functions, forward_ops.h — so logits are bit-identical):
+//   attn_in.l (1)  previous layer's FFN end + residual, attn norm, qkv input prepared
+//   qkv.l (P)      Q/K/V rows
+//   rope.l (1)     biases, q/k norms, RoPE, KV cache store
+//   attn.l (P)     attention heads
+//   wo_in.l (1)    attention output prepared
+//   wo.l (P)       attn_out rows
+//   ffn_in.l (1)   residual, FFN norm, predictor (sparse: SparseRuntime::OnFfnInput,
+//                  which under a RAM tier also starts the next layer's reads), then
+//                  dense: gate/up input prepared; bundles: SparseRuntime::BeginBundles
+//                  (under a tier, Acquire: this node blocks until layer l's reads landed)
+//   dense:   gate_up.l (P) → act.l (1: activation, down input) → down.l (P)
+//   bundles: sffn.l (P: SparseFfn phase 0) → sffn_mid.l (1) → sffn_down.l (P: phase 1)
+// then out (1: last FFN end, output norm, head input) → head (P: lm head rows);
+// the softcap runs on the caller after the graph. Every node depends on the
+// one before (a chain: each op reads what the previous one wrote), so the
+// graph's gain over the pool path is fewer pool wake-ups, not overlap.
+//
+// Profiling: the one-part nodes take timestamps and attribute the time since
+// the previous one-part node's end to the P-part op in between (so OpProfile
+// keeps working; a P-part op's time includes its dispatch). Costs a few
+// NowNs per node.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/engine_impl.h"
+#include "engine/forward_ops.h"
+#include "graph/cpu_executor.h"
+#include "graph/task_graph.h"
+
+namespace kx {
+
+class DecodeGraph {
+ public:
+  // Builds the plan for m's model, options and sparse runtime (null: dense).
+  static absl::StatusOr<std::unique_ptr<DecodeGraph>> Create(Engine::Impl& m);
+  DecodeGraph(const DecodeGraph&) = delete;
+  DecodeGraph& operator=(const DecodeGraph&) = delete;
+
+  // Whether the plan still fits the engine (the sparse runtime may stop
+  // using bundles, e.g. when its trace fails); if not, build a new one.
+  bool Current() const;
+
+  // Evaluates `token` at position m.n_past (does not advance it); writes the
+  // logits (n_vocab) to logits_dst unless it is null. Needs the pool hot.
+  void Run(int32_t token, float* logits_dst);
+
+  const graph::TaskGraph& graph() const { return g_; }
+  // The last Run's executor counters (graph/cpu_executor.h).
+  const graph::RunStats& last_stats() const { return stats_; }
+
+ private:
+  struct Layer {
+    DecodeGraph* self = nullptr;
+    int l = 0;
+    LinearPlan qkv, wo, gate_up, down;
+    AttnPlan attn;
+  };
+
+  explicit DecodeGraph(Engine::Impl& m);
+  absl::Status Build();
+
+  // Adds time since the last mark to op (with `calls` more calls) and moves the mark.
+  void Mark(Op op, int calls = 1);
+  // The end of layer l's FFN (one-part nodes after it): sparse finish, residual.
+  void FfnEnd(int l);
+
+  // Node functions (graph::TaskFn); ctx is a Layer* except for the whole-token nodes.
+  static void EmbedNode(void* ctx, int part, int n_parts);
+  static void AttnInNode(void* ctx, int part, int n_parts);
+  static void QkvNode(void* ctx, int part, int n_parts);
+  static void RopeNode(void* ctx, int part, int n_parts);
+  static void AttnNode(void* ctx, int part, int n_parts);
+  static void WoInNode(void* ctx, int part, int n_parts);
+  static void WoNode(void* ctx, int part, int n_parts);
+  static void FfnInNode(void* ctx, int part, int n_parts);
+  static void GateUpNode(void* ctx, int part, int n_parts);
+  static void ActNode(void* ctx, int part, int n_parts);
+  static void DownNode(void* ctx, int part, int n_parts);
+  static void SparsePhase0Node(void* ctx, int part, int n_parts);
+  static void SparseMidNode(void* ctx, int part, int n_parts);
+  static void SparsePhase1Node(void* ctx, int part, int n_parts);
+  static void OutNode(void* ctx, int part, int n_parts);
+  static void HeadNode(void* ctx, int part, int n_parts);
+
+  Engine::Impl& m_;
+  bool bundles_ = false;  // the FFN runs on the sparse runtime's bundles
+  int n_parts_ = 1;
+  graph::TaskGraph g_;
+  graph::CpuExecutor exec_;
+  std::vector<Layer> layers_;
+  LinearPlan head_;
+  graph::RunStats stats_;
+  // Per token, written before the run (or by serial nodes, ordered by the graph).
+  int32_t token_ = 0;
+  float* logits_ = nullptr;
+  int64_t mark_ns_ = 0;
+};
+
+}  // namespace kx
