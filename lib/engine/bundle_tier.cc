@@ -18,6 +18,7 @@ namespace {
 constexpr uint64_t kPage = kDirectIoAlign;
 constexpr char kSlotsName[] = "resident bundles";
 constexpr char kStagingName[] = "bundle staging";
+constexpr int kDebugReadDelayUs = 2000;
 
 uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
@@ -111,6 +112,12 @@ absl::StatusOr<std::unique_ptr<BundleTier>> BundleTier::Create(const sparse::Sid
 
   IoOptions io;
   io.backend = options.io_backend;
+  if (options.debug_skip_wait) {
+    // The negative control: reads that land late, so compute that does not
+    // wait for them sees the mirror's stale bytes on any machine.
+    io.backend = IoBackend::kPread;
+    io.debug_delay_us = kDebugReadDelayUs;
+  }
   KX_ASSIGN_OR_RETURN(t->io_, IoExecutor::Create(io));
   KX_RETURN_IF_ERROR(t->io_->RegisterBuffer(t->mirrors_, 2 * t->mirror_bytes_));
   KX_ASSIGN_OR_RETURN(t->fd_, OpenForDirectRead(sidecar.path(), &t->direct_));

@@ -36,9 +36,14 @@ absl::Status DecodeGraph::Build() {
 
   layers_.resize(hp.n_layer);  // never resized again: nodes hold Layer pointers
   int prev = g_.Add(EmbedNode, this, 1, "embed");
+  int pending_pred = -1;  // a predict node the next node of the chain must also wait for
   auto chain = [&](graph::TaskFn fn, void* ctx, int parts, const std::string& name) {
     const int id = g_.Add(fn, ctx, parts, name.c_str());
     g_.Depend(prev, id);
+    if (pending_pred >= 0) {
+      g_.Depend(pending_pred, id);
+      pending_pred = -1;
+    }
     prev = id;
   };
   for (int l = 0; l < hp.n_layer; ++l) {
@@ -46,8 +51,8 @@ absl::Status DecodeGraph::Build() {
     const LlamaLayerWeights& W = m.w.layers[l];
     L.self = this;
     L.l = l;
-    const LinearJob qkv[] = {{&W.wq, m.q.data(), qd}, {&W.wk, m.k.data(), kvd},
-                             {&W.wv, m.v.data(), kvd}};
+    const LinearJob qkv[] = {
+        {&W.wq, m.q.data(), qd}, {&W.wk, m.k.data(), kvd}, {&W.wv, m.v.data(), kvd}};
     PlanLinear(m, 1, qkv, 3, &L.qkv);
     const LinearJob wo[] = {{&W.wo, m.ffo.data(), d}};
     PlanLinear(m, 1, wo, 1, &L.wo);
@@ -64,9 +69,18 @@ absl::Status DecodeGraph::Build() {
     chain(WoNode, &L, P, Name("wo", l));
     chain(FfnInNode, &L, 1, Name("ffn_in", l));
     if (bundles_) {
-      chain(SparsePhase0Node, &L, P, Name("sffn", l));
+      const int ffn_in = prev;
+      L.predict_aside = l > 0 && P > 1 && m.sparse->tier() == nullptr &&
+                        m.sparse->ffn().IsFused(m.sparse->sidecar().layer(l).layout);
+      L.ffn_parts = L.predict_aside ? 2 * P : P;
+      chain(SparsePhase0Node, &L, L.ffn_parts, Name("sffn", l));
       chain(SparseMidNode, &L, 1, Name("sffn_mid", l));
-      chain(SparsePhase1Node, &L, P, Name("sffn_down", l));
+      chain(SparsePhase1Node, &L, L.ffn_parts, Name("sffn_down", l));
+      if (L.predict_aside) {
+        const int pred = g_.Add(PredictNode, &L, 1, Name("predict", l).c_str());
+        g_.Depend(ffn_in, pred);
+        pending_pred = pred;
+      }
     } else {
       chain(GateUpNode, &L, P, Name("gate_up", l));
       chain(ActNode, &L, 1, Name("act", l));
@@ -176,18 +190,28 @@ void DecodeGraph::FfnInNode(void* ctx, int, int) {
   s.Mark(Op::kAttnOut, 0);  // the rows and the residual
   FfnNormStage(m, L.l, 1);
   s.Mark(Op::kNorm);
-  if (m.sparse != nullptr) {
+  if (m.sparse != nullptr && !L.predict_aside) {
     m.sparse->OnFfnInput(L.l, 1, m.xn.data());
     s.Mark(Op::kPredict);
   }
   if (s.bundles_) {
     // Under a RAM tier this waits for layer l's bundle reads (BundleTier::Acquire).
-    m.sparse->BeginBundles(L.l, m.xn.data(), m.ffo.data(), s.n_parts_);
+    m.sparse->BeginBundles(L.l, m.xn.data(), m.ffo.data(), L.ffn_parts);
     s.Mark(Op::kFfnSparse);
   } else {
     PrepareLinear(L.gate_up, m.xn.data(), m.hp.n_embd);
     s.Mark(Op::kFfnGateUp);
   }
+}
+
+// Beside the FFN's parts (Build): times itself, not through the chain's mark.
+void DecodeGraph::PredictNode(void* ctx, int, int) {
+  Layer& L = *static_cast<Layer*>(ctx);
+  Engine::Impl& m = L.self->m_;
+  const int64_t start = NowNs();
+  m.sparse->OnFfnInput(L.l, 1, m.xn.data());
+  m.op_ns[static_cast<int>(Op::kPredict)] += NowNs() - start;
+  m.op_calls[static_cast<int>(Op::kPredict)] += 1;
 }
 
 void DecodeGraph::GateUpNode(void* ctx, int part, int n_parts) {
@@ -198,7 +222,7 @@ void DecodeGraph::ActNode(void* ctx, int, int) {
   Layer& L = *static_cast<Layer*>(ctx);
   DecodeGraph& s = *L.self;
   Engine::Impl& m = s.m_;
-  s.Mark(Op::kFfnGateUp, 0);  // the rows
+  s.Mark(Op::kFfnGateUp, 0);               // the rows
   FfnActStage(m, 1, m.sparse.get(), L.l);  // the sparse runtime masks (masked-dense)
   s.Mark(Op::kFfnAct);
   PrepareLinear(L.down, m.gate.data(), m.hp.n_ff);

@@ -20,13 +20,22 @@
 //   bundles: sffn.l (P: SparseFfn phase 0) → sffn_mid.l (1) → sffn_down.l (P: phase 1)
 // then out (1: last FFN end, output norm, head input) → head (P: lm head rows);
 // the softcap runs on the caller after the graph. Every node depends on the
-// one before (a chain: each op reads what the previous one wrote), so the
-// graph's gain over the pool path is fewer pool wake-ups, not overlap.
+// one before (a chain: each op reads what the previous one wrote) with one
+// exception, where the graph overlaps work the pool path serializes: on
+// bundles without a RAM tier, with 2+ threads and the fused sparse kernel,
+// layer l ≥ 1's predictor (which predicts layer l+1 into the other mask
+// slot) is its own node predict.l beside the FFN, whose parts are then 2P
+// finer chunks (same y: the fused kernel's output does not depend on the
+// part count) so the other threads keep busy while one predicts; the next
+// layer waits for both. Under a tier the predictor also starts reads
+// (BundleTier::Prepare), which must not race with the FFN's Acquire/Release.
+
 //
-// Profiling: the one-part nodes take timestamps and attribute the time since
-// the previous one-part node's end to the P-part op in between (so OpProfile
-// keeps working; a P-part op's time includes its dispatch). Costs a few
-// NowNs per node.
+// Profiling: the one-part nodes of the chain take timestamps and attribute
+// the time since the previous one's end to the P-part op in between (so
+// OpProfile keeps working; a P-part op's time includes its dispatch; an
+// overlapped predict.l times itself and also counts in ffn_sparse). Costs a
+// few NowNs per node.
 #pragma once
 
 #include <cstdint>
@@ -66,6 +75,10 @@ class DecodeGraph {
     int l = 0;
     LinearPlan qkv, wo, gate_up, down;
     AttnPlan attn;
+    // Bundles: parts of the sparse FFN's nodes, and whether the predictor
+    // runs as its own node beside them (see Build).
+    int ffn_parts = 1;
+    bool predict_aside = false;
   };
 
   explicit DecodeGraph(Engine::Impl& m);
@@ -85,6 +98,7 @@ class DecodeGraph {
   static void WoInNode(void* ctx, int part, int n_parts);
   static void WoNode(void* ctx, int part, int n_parts);
   static void FfnInNode(void* ctx, int part, int n_parts);
+  static void PredictNode(void* ctx, int part, int n_parts);
   static void GateUpNode(void* ctx, int part, int n_parts);
   static void ActNode(void* ctx, int part, int n_parts);
   static void DownNode(void* ctx, int part, int n_parts);

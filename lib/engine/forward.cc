@@ -344,7 +344,9 @@ void RopeStage(Engine::Impl& m, int layer, int n) {
   for (int b = 0; b < n; ++b) {
     const float* ct = &cos_table[b * half_rot];
     const float* st = &sin_table[b * half_rot];
-    for (int h = 0; h < hp.n_head; ++h) RopeHead(&m.q[b * qd + h * hd], ct, st, hp.n_rot, hp.rope_style);
+    for (int h = 0; h < hp.n_head; ++h) {
+      RopeHead(&m.q[b * qd + h * hd], ct, st, hp.n_rot, hp.rope_style);
+    }
     for (int h = 0; h < hp.n_head_kv; ++h) {
       RopeHead(&m.k[b * kvd + h * hd], ct, st, hp.n_rot, hp.rope_style);
     }

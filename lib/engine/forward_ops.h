@@ -61,8 +61,7 @@ struct LinearPlan {
 };
 
 // Fills *plan for n_tokens rows (KX_CHECKs the jobs share n_in and fit the scratch).
-void PlanLinear(Engine::Impl& m, int n_tokens, const LinearJob* jobs, int n_jobs,
-                LinearPlan* plan);
+void PlanLinear(Engine::Impl& m, int n_tokens, const LinearJob* jobs, int n_jobs, LinearPlan* plan);
 // Prepares (quantizes) the input rows: n_tokens rows of src_ld floats.
 void PrepareLinear(const LinearPlan& plan, const float* src, int64_t src_ld);
 // Thread ith's rows of every job.
@@ -87,8 +86,8 @@ void RunAttentionPart(const AttnPlan& plan, int ith, int nth);
 void EmbedStage(Engine::Impl& m, const int32_t* tokens, int n);
 void AttnNormStage(Engine::Impl& m, int layer, int n);
 void QkvBiasStage(Engine::Impl& m, int layer, int n);
-void QkNormStage(Engine::Impl& m, int layer, int n);   // no-op without q/k norms
-void RopeStage(Engine::Impl& m, int layer, int n);      // RoPE and the KV cache store
+void QkNormStage(Engine::Impl& m, int layer, int n);  // no-op without q/k norms
+void RopeStage(Engine::Impl& m, int layer, int n);    // RoPE and the KV cache store
 void AttnResidualStage(Engine::Impl& m, int layer, int n);
 void FfnNormStage(Engine::Impl& m, int layer, int n);
 void FfnActStage(Engine::Impl& m, int n, FfnHook* hook, int layer);

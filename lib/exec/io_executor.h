@@ -112,6 +112,10 @@ struct IoOptions {
   int pread_threads = 4;
   // Reads queued (not yet in flight) per priority; Submit blocks while its queue is full.
   int max_queued = 4096;
+  // Tests only (pread backend): each read starts this many microseconds after a worker takes
+  // it, so that a consumer that forgets to wait for its event reliably sees stale bytes (the
+  // tier's negative control). 0 in every real configuration.
+  int debug_delay_us = 0;
 };
 
 // Per-priority counters of finished reads. Times in nanoseconds, summed over reads.

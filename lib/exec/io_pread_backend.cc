@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -22,7 +23,8 @@ class PreadExecutor final : public IoExecutor {
  public:
   explicit PreadExecutor(const IoOptions& o)
       : queues_(o.max_queued, std::max(1, std::min(o.max_background_inflight,
-                                                   o.pread_threads - 1))) {
+                                                   o.pread_threads - 1))),
+        debug_delay_us_(o.debug_delay_us) {
     workers_.reserve(static_cast<size_t>(o.pread_threads));
     for (int i = 0; i < o.pread_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
   }
@@ -94,6 +96,9 @@ class PreadExecutor final : public IoExecutor {
       queues_.TakeNext(&op, NowNs());
       lock.unlock();
       space_cv_.notify_all();  // submitters of either priority may wait for room
+      if (debug_delay_us_ > 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(debug_delay_us_));
+      }
       absl::Status status = ReadAll(&op);
       lock.lock();
       queues_.Finished(op);
@@ -135,6 +140,7 @@ class PreadExecutor final : public IoExecutor {
   bool stopping_ = false;
   IoStatsCounters counters_;
   std::vector<std::thread> workers_;
+  const int debug_delay_us_;
 };
 
 }  // namespace

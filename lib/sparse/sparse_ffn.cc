@@ -305,7 +305,8 @@ void SparseFfn::Begin(const SparseFfnArgs& a, int n_parts) {
                "SparseFfn: n_ff exceeds the scratch");
   KX_CHECK(a.n_groups >= 0 && a.n_groups <= l.n_groups);
   KX_CHECK(a.n_groups == 0 || (a.bundles != nullptr && a.groups != nullptr && a.masks != nullptr));
-  KX_CHECK_MSG(n_parts >= 1 && n_parts <= n_threads_, "SparseFfn: pool larger than the scratch");
+  KX_CHECK_MSG(n_parts >= 1 && (n_parts <= n_threads_ || IsFused(l)),
+               "SparseFfn: more parts than the scratch has threads");
   const cpu::TypeKernels* gate_k = kernels_.For(l.gate_type);
   const cpu::TypeKernels* up_k = kernels_.For(l.up_type);
   const cpu::AxpyRowsFn axpy = kernels_.AxpyRows(l.down_type);

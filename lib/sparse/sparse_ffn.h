@@ -78,6 +78,12 @@ class SparseFfn {
   void Finish();
   // Whether phase p has any work this time (Run skips the dispatch if not).
   bool HasPhase(int phase) const;
+  // Whether layouts like l run the fused path (one phase; its parts take
+  // fixed chunks, so any number of parts gives the same y and n_parts may
+  // exceed n_threads there).
+  bool IsFused(const BundleLayout& l) const {
+    return l.up_type == l.gate_type && kernels_.MatvecRuns(l.up_type) != nullptr;
+  }
 
   // Bytes of scratch held (for memory budgets).
   uint64_t ScratchBytes() const {

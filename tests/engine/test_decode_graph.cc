@@ -2,8 +2,9 @@
 // pool path: teacher-forced logits bit for bit, on writer-made tiny llama
 // (Q4_1: the fused sparse kernel where the CPU has it) and gemma3 (F32,
 // post norms, q/k norms, local layers: the per-run sparse path) models,
-// dense, sparse over a sidecar from the real prepare pipeline, and sparse
-// under a RAM budget (bundles read by the tier), with 1 and 2 threads.
+// dense, sparse over a sidecar from the real prepare pipeline (bundles and
+// masked-dense), and sparse under a RAM budget (bundles read by the tier),
+// with 1 and 2 threads.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -86,7 +87,7 @@ const Prepared& Tiny(const std::string& arch, bool with_sidecar) {
   return r;
 }
 
-enum class Mode { kDense, kSparse, kTiered };
+enum class Mode { kDense, kSparse, kMaskedDense, kTiered };
 
 std::unique_ptr<kx::Engine> Load(const std::string& arch, Mode mode, Executor exec, int threads) {
   kx::EngineOptions o;
@@ -98,6 +99,7 @@ std::unique_ptr<kx::Engine> Load(const std::string& arch, Mode mode, Executor ex
   } else {
     o.sidecar = Tiny(arch, true).sidecar;
     if (mode == Mode::kTiered) o.ram_budget = "25%";
+    o.masked_dense = mode == Mode::kMaskedDense;  // dense kernels, the runtime masks
   }
   auto e = kx::Engine::Load(Tiny(arch, false).model, o);
   INFO(e.status().message());
@@ -133,7 +135,10 @@ std::vector<std::vector<float>> Run(kx::Engine& e, const std::vector<int32_t>& t
 }
 
 void CheckSame(const std::string& arch, Mode mode, int threads) {
-  INFO(arch << (mode == Mode::kDense ? " dense" : mode == Mode::kSparse ? " sparse" : " tiered")
+  INFO(arch << (mode == Mode::kDense         ? " dense"
+                : mode == Mode::kSparse      ? " sparse"
+                : mode == Mode::kMaskedDense ? " masked-dense"
+                                             : " tiered")
             << ", " << threads << " thread(s)");
   // 20 tokens: past gemma3's 5-position window on its local layers.
   const auto tokens = Tokens(1000 + threads, 20);
@@ -182,6 +187,13 @@ TEST_CASE("graph decode equals pool decode: llama, sparse over bundles") {
 
 TEST_CASE("graph decode equals pool decode: gemma3, sparse over bundles") {
   for (int threads : {1, 2}) CheckSame("gemma3", Mode::kSparse, threads);
+}
+
+TEST_CASE("graph decode equals pool decode: llama and gemma3, sparse masked-dense") {
+  for (int threads : {1, 2}) {
+    CheckSame("llama", Mode::kMaskedDense, threads);
+    CheckSame("gemma3", Mode::kMaskedDense, threads);
+  }
 }
 
 TEST_CASE("graph decode equals pool decode: llama, sparse under a 25% RAM budget") {
