@@ -338,6 +338,7 @@ class Bench {
       Progress(r, rep);
     }
     r.weight_bytes_per_token = weight_bytes;
+    r.graph_parts = engine_.DecodeGraphParts();
     if (const SparseRuntime* sp = engine_.sparse(); sp != nullptr && sp->UsesBundles(1)) {
       const SparseStats& st = sp->stats();
       const double denom = static_cast<double>(st.layer_tokens) * static_cast<double>(st.n_ff);

@@ -103,6 +103,10 @@ void PrintMarkdown(const RunInfo& run, const std::vector<TestResult>& results, s
                     "computed, %.1f %% kept\n",
                     r.name, r.sparsity, 100.0 * r.predicted_fraction, 100.0 * r.kept_fraction);
     }
+    if (r.graph_parts > 0) {
+      absl::FPrintF(out, "%s: decode on the task graph, %d parts per token (KAIROX_EXEC=pool: "
+                         "one pool dispatch per op)\n", r.name, r.graph_parts);
+    }
     if (r.tiered) {
       absl::FPrintF(out,
                     "%s: RAM tier: policy %s, %d of %d groups per layer resident, %s reads: "
@@ -178,6 +182,7 @@ void PrintJson(const RunInfo& run, const std::vector<TestResult>& results, std::
         j["kx_predicted_fraction"] = r.predicted_fraction;
         j["kx_kept_fraction"] = r.kept_fraction;
       }
+      j["kx_graph_parts"] = r.graph_parts;
       j["kx_tiered"] = r.tiered;
       if (r.tiered) {
         j["kx_policy"] = r.policy;

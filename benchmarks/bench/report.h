@@ -49,6 +49,7 @@ struct TestResult {
   double sparsity = 0.0;
   double predicted_fraction = 0.0;  // FFN neurons computed per layer-token
   double kept_fraction = 0.0;       // of those, above the threshold
+  int64_t graph_parts = 0;  // tg: task-graph parts per decode token (0: the pool path)
   // tg under --ram-budget: bundles from the sidecar file through the RAM tier.
   bool tiered = false;
   std::string policy, io_backend;
