@@ -22,6 +22,12 @@ constexpr int kDebugReadDelayUs = 2000;
 
 uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
+// An experiment knob from the environment (docs/tiers.md), or null when unset or empty.
+const char* Knob(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
 // One layer's bundles in whole pages: where they start inside their first
 // page (the same for every layer, checked in Create; 0 for kairox's
 // page-aligned sidecars) and the pages they cover.
@@ -65,16 +71,15 @@ absl::StatusOr<std::unique_ptr<BundleTier>> BundleTier::Create(const sparse::Sid
   std::unique_ptr<BundleTier> t(new BundleTier());
   t->sidecar_ = &sidecar;
   t->options_ = options;
-  if (const char* e = std::getenv("KAIROX_TIER_SPECULATE"); e != nullptr && std::string(e) == "0") {
+  if (const char* e = Knob("KAIROX_TIER_SPECULATE"); e != nullptr && std::string(e) == "0") {
     t->options_.speculate_layer0 = false;
   }
-  t->budget_ = budget;
   t->n_layer_ = sidecar.n_layer();
   t->n_groups_ = sidecar.layer(0).layout.n_groups;
   t->gs_ = sidecar.group_size();
   t->stride_ = SlotBytes(sidecar);
   int gap = options.max_gap_pages;
-  if (const char* e = std::getenv("KAIROX_TIER_GAP"); e != nullptr && *e != '\0') gap = std::atoi(e);
+  if (const char* e = Knob("KAIROX_TIER_GAP")) gap = std::atoi(e);
   t->max_gap_pages_ = static_cast<uint64_t>(std::max(0, gap));
   for (int l = 0; l < t->n_layer_; ++l) {
     const auto& L = sidecar.layer(l).layout;
@@ -98,6 +103,7 @@ absl::StatusOr<std::unique_ptr<BundleTier>> BundleTier::Create(const sparse::Sid
     budget->Release(kStagingName, FixedBytes(sidecar));
     return st;
   }
+  t->budget_ = budget;  // from here on the destructor gives both back
   t->mirrors_ = static_cast<uint8_t*>(std::aligned_alloc(kPage, 2 * t->mirror_bytes_));
   if (t->slot_bytes_total_ > 0) {
     t->slots_ = static_cast<uint8_t*>(
@@ -128,9 +134,7 @@ absl::StatusOr<std::unique_ptr<BundleTier>> BundleTier::Create(const sparse::Sid
   po.activity = policy::ActivityInput::kBinary;
   po.admit_needed = options.admit_needed;
   po.swap_margin = options.swap_margin;
-  if (const char* e = std::getenv("KAIROX_TIER_SWAP_MARGIN"); e != nullptr && *e != '\0') {
-    po.swap_margin = std::atof(e);
-  }
+  if (const char* e = Knob("KAIROX_TIER_SWAP_MARGIN")) po.swap_margin = std::atof(e);
   KX_ASSIGN_OR_RETURN(t->policy_, policy::MakePolicy(options.policy, po));
   t->residency_ = std::make_unique<policy::Residency>(t->n_layer_, t->n_groups_,
                                                       t->slots_per_layer_);
@@ -190,7 +194,7 @@ BundleTier::~BundleTier() {
   if (fd_ >= 0) ::close(fd_);
   std::free(slots_);
   std::free(mirrors_);
-  if (budget_ != nullptr && sidecar_ != nullptr) {
+  if (budget_ != nullptr) {
     budget_->Release(kSlotsName, slot_bytes_total_);
     budget_->Release(kStagingName, FixedBytes(*sidecar_));
   }

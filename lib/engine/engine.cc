@@ -8,9 +8,9 @@
 
 #include "base/log.h"
 #include "base/size_parse.h"
-#include "policy/policy.h"
 #include "engine/decode_graph.h"
 #include "engine/engine_impl.h"
+#include "policy/policy.h"
 
 namespace kx {
 namespace {

@@ -97,9 +97,10 @@ absl::StatusOr<std::unique_ptr<SparseRuntime>> SparseRuntime::Create(
   r->stats_.n_ff = hp.n_ff;
   r->sidecar_ = std::move(sidecar);
   if (budget != nullptr) {
-    KX_RETURN_IF_ERROR(budget->Reserve(kSparseName, r->OwnedBytes()));
+    const uint64_t owned = r->OwnedBytes();
+    KX_RETURN_IF_ERROR(budget->Reserve(kSparseName, owned));
     r->budget_ = budget;
-    r->reserved_ = r->OwnedBytes();
+    r->reserved_ = owned;
   }
   if (config.tiered) {
     if (budget == nullptr) return absl::InvalidArgumentError("SparseRuntime: a tier needs a budget");
