@@ -17,6 +17,7 @@
 #include "catch2/catch.hpp"
 #include "engine/engine.h"
 #include "engine/sparse_runtime.h"
+#include "engine/teacher_forced.h"
 #include "engine/tiny_model.h"
 #include "prepare/prepare.h"
 #include "test_util.h"
@@ -107,13 +108,6 @@ std::unique_ptr<kx::Engine> Load(const std::string& arch, Mode mode, Executor ex
   return std::move(*e);
 }
 
-std::vector<int32_t> Tokens(uint64_t seed, int n) {
-  auto rng = kx::test::SeededRng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(1 + rng() % 255);
-  return t;
-}
-
 // A 4-token prompt in one Eval (a batch: the pool path on both engines,
 // except under a tier, which evaluates it token by token), then
 // teacher-forced single tokens (decode: the executor under test). The
@@ -141,7 +135,7 @@ void CheckSame(const std::string& arch, Mode mode, int threads) {
                                              : " tiered")
             << ", " << threads << " thread(s)");
   // 20 tokens: past gemma3's 5-position window on its local layers.
-  const auto tokens = Tokens(1000 + threads, 20);
+  const auto tokens = kx::test::RandomTokens(1000 + threads, 20);
   auto pool = Load(arch, mode, Executor::kPool, threads);
   auto graph = Load(arch, mode, Executor::kGraph, threads);
   if (mode != Mode::kDense) {
@@ -206,7 +200,7 @@ TEST_CASE("graph decode equals pool decode: gemma3, sparse under a 25% RAM budge
 
 TEST_CASE("graph decode keeps the per-op profile") {
   auto e = Load("llama", Mode::kSparse, Executor::kGraph, 2);
-  const auto tokens = Tokens(7, 10);
+  const auto tokens = kx::test::RandomTokens(7, 10);
   Run(*e, tokens);
   const kx::OpProfile& p = e->profile();
   for (const char* op : {"qkv", "attention", "attn_out", "ffn_sparse", "predict", "lm_head"}) {

@@ -13,6 +13,7 @@
 #include "catch2/catch.hpp"
 #include "engine/engine.h"
 #include "engine/sparse_runtime.h"
+#include "engine/teacher_forced.h"
 #include "engine/tiny_model.h"
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
@@ -88,32 +89,8 @@ std::unique_ptr<kx::Engine> Load(const Prepared& p, kx::EngineOptions o) {
   return std::move(*e);
 }
 
-std::vector<int32_t> Tokens(uint64_t seed, int n) {
-  auto rng = kx::test::SeededRng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(1 + rng() % 255);
-  return t;
-}
-
-// Teacher-forced: prompt as one batch, then one token at a time; logits of
-// every decode step.
-std::vector<std::vector<float>> Run(kx::Engine& e, const std::vector<int32_t>& prompt,
-                                    const std::vector<int32_t>& forced) {
-  std::vector<std::vector<float>> out;
-  REQUIRE(e.Eval(prompt).ok());
-  for (int32_t t : forced) {
-    REQUIRE(e.Eval(std::span<const int32_t>(&t, 1)).ok());
-    auto l = e.Logits();
-    out.emplace_back(l.begin(), l.end());
-  }
-  return out;
-}
-
-double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
-  return m;
-}
+using kx::test::MaxAbsDiff;
+using kx::test::TeacherForced;
 
 TEST_CASE("prepare writes a sidecar the engine loads, with a report per layer") {
   const Prepared p = PrepareTiny("basic", kx::GgmlType::kQ8_0);
@@ -158,7 +135,7 @@ TEST_CASE("prepare writes a sidecar the engine loads, with a report per layer") 
   auto e = Load(p, {});
   REQUIRE(e->sparse() != nullptr);
   CHECK(e->sparse()->sparsity() == Approx(0.5f));
-  std::vector<int32_t> prompt = Tokens(5, 12);
+  std::vector<int32_t> prompt = kx::test::RandomTokens(5, 12);
   REQUIRE(e->Eval(prompt).ok());
   for (int i = 0; i < 8; ++i) {
     const int32_t t = static_cast<int32_t>(1 + i * 31 % 255);
@@ -184,10 +161,10 @@ TEST_CASE("sparse decode over bundles equals masked-dense (F32 down_t)") {
   auto sparse = Load(p, sparse_opts);
   REQUIRE(sparse->sparse()->UsesBundles(1));
   REQUIRE_FALSE(ref->sparse()->UsesBundles(1));
-  const auto prompt = Tokens(11, 10);
-  const auto forced = Tokens(12, 24);
-  const auto a = Run(*ref, prompt, forced);
-  const auto b = Run(*sparse, prompt, forced);
+  const auto prompt = kx::test::RandomTokens(11, 10);
+  const auto forced = kx::test::RandomTokens(12, 24);
+  const auto a = TeacherForced(*ref, prompt, forced);
+  const auto b = TeacherForced(*sparse, prompt, forced);
   double worst = 0, scale = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     worst = std::max(worst, MaxAbsDiff(a[i], b[i]));
@@ -215,10 +192,10 @@ TEST_CASE("masked-dense at sparsity 0 without predictor is exactly the dense mod
   auto d = Load(p, dense);
   auto o = Load(p, oracle);
   REQUIRE(d->sparse() == nullptr);
-  const auto prompt = Tokens(21, 8);
-  const auto forced = Tokens(22, 8);
-  const auto a = Run(*d, prompt, forced);
-  const auto b = Run(*o, prompt, forced);
+  const auto prompt = kx::test::RandomTokens(21, 8);
+  const auto forced = kx::test::RandomTokens(22, 8);
+  const auto a = TeacherForced(*d, prompt, forced);
+  const auto b = TeacherForced(*o, prompt, forced);
   for (size_t i = 0; i < a.size(); ++i) CHECK(MaxAbsDiff(a[i], b[i]) == 0.0);
 }
 

@@ -15,6 +15,7 @@
 #include "engine/engine.h"
 #include "engine/ffn_hook.h"
 #include "engine/sparse_runtime.h"
+#include "engine/teacher_forced.h"
 #include "engine/tiny_model.h"
 #include "model/gguf.h"
 #include "model/model.h"
@@ -99,32 +100,8 @@ std::unique_ptr<kx::Engine> Load(const std::string& model, const std::string& si
   return std::move(*e);
 }
 
-std::vector<int32_t> Tokens(uint64_t seed, int n) {
-  auto rng = kx::test::SeededRng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(1 + rng() % 255);
-  return t;
-}
-
-// Teacher-forced: prompt as one batch, then one token at a time; logits of
-// every decode step.
-std::vector<std::vector<float>> Run(kx::Engine& e, const std::vector<int32_t>& prompt,
-                                    const std::vector<int32_t>& forced) {
-  std::vector<std::vector<float>> out;
-  REQUIRE(e.Eval(prompt).ok());
-  for (int32_t t : forced) {
-    REQUIRE(e.Eval(std::span<const int32_t>(&t, 1)).ok());
-    auto l = e.Logits();
-    out.emplace_back(l.begin(), l.end());
-  }
-  return out;
-}
-
-double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
-  return m;
-}
+using kx::test::MaxAbsDiff;
+using kx::test::TeacherForced;
 
 // Counts the activated values the hook sees: exact zeros, and values the
 // rule forbids (FATReLU: 0 < A <= t; any: A < 0).
@@ -206,7 +183,7 @@ TEST_CASE("the hook sees the activated values: zeros where the rule says, same l
     CountingHook hook(spec.ffn_act_threshold);
     hook.n_ff = spec.n_ff;
     (*hooked)->SetFfnHook(&hook);
-    const auto tokens = Tokens(31, 20);
+    const auto tokens = kx::test::RandomTokens(31, 20);
     REQUIRE((*plain)->Eval(tokens, /*all_logits=*/true).ok());
     REQUIRE((*hooked)->Eval(tokens, /*all_logits=*/true).ok());
     for (int i = 0; i < static_cast<int>(tokens.size()); ++i) {
@@ -280,13 +257,13 @@ TEST_CASE("ReLU family: the oracle is the dense model; bundles equal masked-dens
     INFO("activation " << act);
     const TinyModelSpec spec = Spec(act);
     const Prepared p = PrepareTiny(std::string("eq_") + act, spec, kx::GgmlType::kF32);
-    const auto prompt = Tokens(11, 10);
-    const auto forced = Tokens(12, 24);
+    const auto prompt = kx::test::RandomTokens(11, 10);
+    const auto forced = kx::test::RandomTokens(12, 24);
 
     kx::EngineOptions dense_opts;
     dense_opts.sparse = false;
     auto dense = Load(p.model, "", dense_opts);
-    const auto d = Run(*dense, prompt, forced);
+    const auto d = TeacherForced(*dense, prompt, forced);
 
     // (c) Oracle masked-dense (no predictor, the rule's thresholds): it
     // zeroes only values that are already zero, so not one bit changes.
@@ -295,7 +272,7 @@ TEST_CASE("ReLU family: the oracle is the dense model; bundles equal masked-dens
     oracle.use_predictor = false;
     auto o = Load(p.model, p.sidecar, oracle);
     REQUIRE_FALSE(o->sparse()->UsesBundles(1));
-    const auto od = Run(*o, prompt, forced);
+    const auto od = TeacherForced(*o, prompt, forced);
     for (size_t i = 0; i < d.size(); ++i) CHECK(MaxAbsDiff(d[i], od[i]) == 0.0);
 
     double scale = 0;
@@ -308,7 +285,7 @@ TEST_CASE("ReLU family: the oracle is the dense model; bundles equal masked-dens
     oracle_bundles.use_predictor = false;
     auto ob = Load(p.model, p.sidecar, oracle_bundles);
     REQUIRE(ob->sparse()->UsesBundles(1));
-    const auto obd = Run(*ob, prompt, forced);
+    const auto obd = TeacherForced(*ob, prompt, forced);
     double worst_oracle = 0;
     for (size_t i = 0; i < d.size(); ++i) worst_oracle = std::max(worst_oracle, MaxAbsDiff(d[i], obd[i]));
     INFO("oracle over bundles: worst |logit diff| " << worst_oracle << " of " << scale);
@@ -326,8 +303,8 @@ TEST_CASE("ReLU family: the oracle is the dense model; bundles equal masked-dens
     }());
     auto sparse = Load(p.model, p.sidecar, {});
     REQUIRE(sparse->sparse()->UsesBundles(1));
-    const auto a = Run(*ref, prompt, forced);
-    const auto b = Run(*sparse, prompt, forced);
+    const auto a = TeacherForced(*ref, prompt, forced);
+    const auto b = TeacherForced(*sparse, prompt, forced);
     double worst = 0;
     for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, MaxAbsDiff(a[i], b[i]));
     INFO("worst |logit diff| " << worst << " of max |logit| " << scale);

@@ -17,6 +17,7 @@
 #include "catch2/catch.hpp"
 #include "engine/engine.h"
 #include "engine/sparse_runtime.h"
+#include "engine/teacher_forced.h"
 #include "engine/tiny_model.h"
 #include "prepare/prepare.h"
 #include "sparse/trace.h"
@@ -78,40 +79,16 @@ absl::StatusOr<std::unique_ptr<kx::Engine>> Load(kx::EngineOptions o) {
   return kx::Engine::Load(Tiny().model, o);
 }
 
-std::vector<int32_t> Tokens(uint64_t seed, int n) {
-  auto rng = kx::test::SeededRng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(1 + rng() % 255);
-  return t;
-}
-
 // Teacher-forced, one token per Eval (the tier evaluates prompts token by
 // token, so the reference does too): the logits of every token.
 std::vector<std::vector<float>> Run(kx::Engine& e, const std::vector<int32_t>& tokens) {
-  std::vector<std::vector<float>> out;
-  for (int32_t t : tokens) {
-    absl::Status st = e.Eval(std::span<const int32_t>(&t, 1));
-    INFO(st.message());
-    REQUIRE(st.ok());
-    auto l = e.Logits();
-    out.emplace_back(l.begin(), l.end());
-  }
-  return out;
+  return kx::test::TeacherForced(e, {}, tokens);
 }
 
-double MaxAbsDiff(const std::vector<std::vector<float>>& a,
-                  const std::vector<std::vector<float>>& b) {
-  double m = 0;
-  for (size_t t = 0; t < a.size(); ++t) {
-    for (size_t i = 0; i < a[t].size(); ++i) {
-      m = std::max(m, std::fabs(static_cast<double>(a[t][i]) - b[t][i]));
-    }
-  }
-  return m;
-}
+using kx::test::MaxAbsDiff;
 
 const std::vector<int32_t>& Sequence() {
-  static const std::vector<int32_t> t = Tokens(5, 40);
+  static const std::vector<int32_t> t = kx::test::RandomTokens(5, 40);
   return t;
 }
 
