@@ -28,6 +28,7 @@ KernelTable MakeScalar() {
   KX_CPU_NEW_TYPES(KX_PUT)
 #undef KX_PUT
   ref::PutAxpyRows(t.axpy_rows, kTypeSlots);
+  ref::PutDownBlocks(t.down_blocks, kTypeSlots);
   return t;
 }
 
@@ -44,6 +45,8 @@ KernelTable MakeAvx2() {
 #undef KX_PUT
   ref::PutAxpyRows(t.axpy_rows, kTypeSlots);
   avx2::PutAxpyRows(t.axpy_rows, kTypeSlots);
+  ref::PutDownBlocks(t.down_blocks, kTypeSlots);
+  avx2::PutDownBlocks(t.down_blocks, kTypeSlots);
   return t;
 }
 
@@ -67,6 +70,8 @@ KernelTable MakeAvx512(bool vnni) {
   ref::PutAxpyRows(t.axpy_rows, kTypeSlots);
   avx512::PutAxpyRows(t.axpy_rows, kTypeSlots);
   avx512::PutMatvecRuns(t.matvec_runs, kTypeSlots, vnni, vbmi);
+  ref::PutDownBlocks(t.down_blocks, kTypeSlots);
+  avx512::PutDownBlocks(t.down_blocks, kTypeSlots, vnni);
   return t;
 }
 
@@ -85,6 +90,11 @@ AxpyRowsFn KernelTable::AxpyRows(GgmlType type) const {
 MatvecRunsFn KernelTable::MatvecRuns(GgmlType type) const {
   const auto id = static_cast<uint32_t>(type);
   return id < static_cast<uint32_t>(kTypeSlots) ? matvec_runs[id] : nullptr;
+}
+
+DownBlocksFn KernelTable::DownBlocks(GgmlType type) const {
+  const auto id = static_cast<uint32_t>(type);
+  return id < static_cast<uint32_t>(kTypeSlots) ? down_blocks[id] : nullptr;
 }
 
 const KernelTable* KernelsFor(Isa isa) {

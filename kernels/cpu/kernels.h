@@ -97,6 +97,21 @@ struct VecKernels {
 using AxpyRowsFn = void (*)(const uint8_t* const* rows, const float* coef, int64_t n_rows,
                             int64_t i0, int64_t i1, float* y);
 
+// The sparse FFN's down projection over down blocks (down_blocks.h; the
+// bundle layout sparse::DownLayout::kBlocks): a group is one block of 32
+// consecutive ffn_down columns (its neurons), kept in the model's own
+// quantization for every output row and rearranged by PackDownBlocks. For i
+// in [i0, i1) (multiples of kDownBlocksTile):
+//   y[i] += Σ_g Σ_j c_g[j]·W_g[i][j],  c_g = coef[32·g .. 32·g + 31]
+// with c_g quantized like the dense kernels' activations (QuantizeQ16A), so
+// per group and element the arithmetic is the dense Q4_1 × Q16A dot's:
+// y = fma(float(Σ q_w·q_c), d_w·d_c, y), then y = fma(m_w, s_c, y). A group
+// whose coefficients are all zero is skipped. Each element reads only its own
+// row's data, so splitting [i0, i1) across threads does not change y; every
+// ISA's kernel gives the same y bit for bit (the scalar one uses std::fma).
+using DownBlocksFn = void (*)(const uint8_t* const* parts, const float* coef, int64_t n_groups,
+                              int64_t i0, int64_t i1, float* y);
+
 // The sparse FFN's gate/up projection over a list of row runs in address
 // order (the predicted rows of the bundles a thread computes): for every run
 // with y != null, y[k] = W_k·x for its bytes / row_bytes rows, each row equal
@@ -127,10 +142,13 @@ struct KernelTable {
   AxpyRowsFn AxpyRows(GgmlType type) const;
   // matvec_runs for `type`, or null (callers then call matvec per run).
   MatvecRunsFn MatvecRuns(GgmlType type) const;
+  // down_blocks for `type`, or null (no kBlocks layout for it: down_blocks.h).
+  DownBlocksFn DownBlocks(GgmlType type) const;
 
   const TypeKernels* types[40];  // indexed by ggml type id; null = unsupported
   AxpyRowsFn axpy_rows[40];      // indexed like types
   MatvecRunsFn matvec_runs[40];  // indexed like types; null = none
+  DownBlocksFn down_blocks[40];  // indexed like types; null = none
 };
 
 // The table for SelectedIsa(); built once.

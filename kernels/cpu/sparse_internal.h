@@ -12,12 +12,18 @@ namespace kx::cpu {
 
 namespace ref {
 void PutAxpyRows(AxpyRowsFn* slots, int n_slots);
+void PutDownBlocks(DownBlocksFn* slots, int n_slots);
 }  // namespace ref
 namespace avx2 {
 void PutAxpyRows(AxpyRowsFn* slots, int n_slots);
+void PutDownBlocks(DownBlocksFn* slots, int n_slots);
 }  // namespace avx2
 namespace avx512 {
 void PutAxpyRows(AxpyRowsFn* slots, int n_slots);
+// down_blocks slots (sparse_down_blocks*.cc): vpdpwssd where vnni.
+void PutDownBlocks(DownBlocksFn* slots, int n_slots, bool vnni);
+void PutDownBlocksBase(DownBlocksFn* slots, int n_slots);
+void PutDownBlocksVnni(DownBlocksFn* slots, int n_slots);
 // matvec_runs slots (sparse_rows*.cc): the variant for the table's level
 // (vnni) and, with VNNI, for CPUs with VBMI.
 void PutMatvecRuns(MatvecRunsFn* slots, int n_slots, bool vnni, bool vbmi);
@@ -29,6 +35,13 @@ void PutMatvecRunsVbmi(MatvecRunsFn* slots, int n_slots);
 
 // Stores fn at type's slot (shared by the three Put functions).
 inline void PutAxpySlot(AxpyRowsFn* slots, int n_slots, GgmlType type, AxpyRowsFn fn) {
+  const auto id = static_cast<int>(type);
+  if (id >= 0 && id < n_slots) slots[id] = fn;
+}
+
+// Stores fn at type's slot of any per-type kernel array.
+template <class Fn>
+inline void PutSlot(Fn* slots, int n_slots, GgmlType type, Fn fn) {
   const auto id = static_cast<int>(type);
   if (id >= 0 && id < n_slots) slots[id] = fn;
 }
