@@ -5,7 +5,11 @@
 // the bandwidth ceiling, as a table and as JSON.
 //
 //   bench_sparse_ffn [-t THREADS] [-r REPEATS] [--layers N] [--gs GS] [-m MODEL.gguf]
-//                    [--json FILE] [--fraction F] [--threshold T]
+//                    [--json FILE] [--fraction F] [--threshold T] [--down-layout rows|blocks]
+//
+// --down-layout (sparse/bundle.h): blocks (the default where ffn_down is Q4_1;
+// GS 32, the model's own down blocks) or rows (down_t rows re-quantized to
+// DefaultDownType, GS from --gs).
 //
 // Without -m: SmolLM2-shaped random layers (n_embd 576, n_ff 1536, Q4_1). With
 // -m: the model's own ffn_up/gate/down of every layer, repeated to N layers.
@@ -83,6 +87,7 @@ int Main(int argc, char** argv) {
   double only_fraction = 0;  // > 0: measure just this active fraction
   // > 0: the CATS cut; a huge value keeps no neuron, which times gate/up alone.
   float threshold = 0.0f;
+  std::string down_layout = "auto";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : ""; };
@@ -94,10 +99,12 @@ int Main(int argc, char** argv) {
     else if (a == "--json") json_path = next();
     else if (a == "--fraction") only_fraction = std::atof(next());
     else if (a == "--threshold") threshold = static_cast<float>(std::atof(next()));
+    else if (a == "--down-layout") down_layout = next();
     else {
       std::fprintf(stderr,
                    "usage: bench_sparse_ffn [-t THREADS] [-r REPEATS] [--layers N] [--gs GS] "
-                   "[-m MODEL.gguf] [--json FILE] [--fraction F] [--threshold T]\n");
+                   "[-m MODEL.gguf] [--json FILE] [--fraction F] [--threshold T] "
+                   "[--down-layout rows|blocks]\n");
       return 2;
     }
   }
@@ -138,8 +145,15 @@ int Main(int argc, char** argv) {
     }
   }
   const Layer& first = layers[0];
-  auto layout_or = sparse::MakeBundleLayout(n_embd, n_ff, gs, first.up.type, first.gate.type,
-                                            sparse::DefaultDownType(first.down.type, n_embd));
+  const bool blocks = down_layout == "blocks" ||
+                     (down_layout == "auto" &&
+                      sparse::CanUseDownBlocks(first.down.type, n_embd, n_ff));
+  if (blocks) gs = 32;
+  auto layout_or =
+      blocks ? sparse::MakeBundleLayout(n_embd, n_ff, gs, first.up.type, first.gate.type,
+                                        first.down.type, sparse::DownLayout::kBlocks)
+             : sparse::MakeBundleLayout(n_embd, n_ff, gs, first.up.type, first.gate.type,
+                                        sparse::DefaultDownType(first.down.type, n_embd));
   if (!layout_or.ok()) {
     std::fprintf(stderr, "%s\n", std::string(layout_or.status().message()).c_str());
     return 1;
@@ -229,11 +243,11 @@ int Main(int argc, char** argv) {
   time_pair(dense, dense, &dense_us, &dense_again);
   const uint64_t dense_bytes = first.up.bytes() + first.gate.bytes() + first.down.bytes();
 
-  std::printf("sparse FFN: n_embd %lld, n_ff %lld, %s/%s/%s (down_t %s), GS %d, %d groups, "
+  std::printf("sparse FFN: n_embd %lld, n_ff %lld, %s/%s/%s (down %s %s), GS %d, %d groups, "
               "%d layers, %d thread(s), ISA %s\n",
               static_cast<long long>(n_embd), static_cast<long long>(n_ff),
               TypeName(first.up.type), TypeName(first.gate.type), TypeName(first.down.type),
-              TypeName(layout.down_type), gs, layout.n_groups, n_layers, n_threads,
+              sparse::DownLayoutName(layout.down), TypeName(layout.down_type), gs, layout.n_groups, n_layers, n_threads,
               IsaName(k.isa));
   std::printf("read bandwidth (%d thread(s)): %.1f GB/s\n", n_threads, ceiling);
   std::printf("dense FFN: %.1f us/layer, %.2f MB, %.1f GB/s (%.0f%% of ceiling)\n\n", dense_us,

@@ -1,6 +1,6 @@
 // kairox-prepare: builds a model's sidecar (thresholds, predictors, neuron
 // groups, FFN bundles) for activation-sparse inference. One command:
-//   kairox-prepare -m MODEL [-o SIDECAR] [--sparsity S] [--group-size GS]
+//   kairox-prepare -m MODEL [-o SIDECAR] [--sparsity S] [--down-layout auto|rows|blocks]
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -23,15 +23,21 @@ void PrintUsage(std::FILE* out) {
                "  --sparsity S            target sparsity in (0,1) (default 0.15)\n"
                "  --levels a,b,...        also store thresholds for these levels\n"
                "                          (default 0.1,0.15,0.2,0.3,...,0.9)\n"
-               "  --group-size GS         neurons per group: 4, 8, 16 or 32 (default 16)\n"
-               "  --grouping M            metis | frequency | random (default metis)\n"
+               "  --down-layout L         how ffn_down sits in the bundles: auto (default),\n"
+               "                          blocks (the model's own Q4_1 down blocks, groups =\n"
+               "                          those 32-neuron blocks: no re-quantization, no extra\n"
+               "                          bytes), rows (down_t rows, any grouping, re-quantized\n"
+               "                          to --down-type). auto = blocks where the model allows\n"
+               "                          and none of --group-size/--grouping/--down-type is given\n"
+               "  --group-size GS         rows: neurons per group, 4, 8, 16 or 32 (default 16)\n"
+               "  --grouping M            rows: metis | frequency | random (default metis)\n"
                "  --tokens N              calibration token budget (default 4096)\n"
                "  --calib-file PATH       calibrate on this text instead of the model's own\n"
                "                          answers to built-in instructions\n"
                "  --seed N                calibration sampling seed (default 1)\n"
                "  --target-recall R       predictor recall target on held-out tokens (0.95)\n"
                "  --max-rank N            largest predictor rank (default 256)\n"
-               "  --down-type T           down_t rows: auto (the model's type when it is 8-bit\n"
+               "  --down-type T           rows: down_t type, auto (the model's type if 8-bit\n"
                "                          or float, else Q8_0), q8_0, q4_0, q4_1, q5_0, q5_1,\n"
                "                          f16, f32\n"
                "  --pin-fraction F        neurons per layer always computed: the fraction with\n"
@@ -54,7 +60,7 @@ int main(int argc, char** argv) {
   kx::cli::Args args(argc, argv,
                      {"-m", "--model", "-o", "--output", "--sparsity", "--levels", "--group-size",
                       "--grouping", "--tokens", "--calib-file", "--seed", "--target-recall",
-                      "--max-rank", "--down-type", "--report", "-t", "--threads", "--pin-fraction"},
+                      "--max-rank", "--down-type", "--down-layout", "--report", "-t", "--threads", "--pin-fraction"},
                      {"-h", "--help", "--no-predictors", "--compare-grouping"});
   if (args.ok() && args.Has("-h", "--help")) {
     PrintUsage(stdout);
@@ -112,6 +118,24 @@ int main(int argc, char** argv) {
       }
     }
     if (!found) args.Fail("--down-type: unknown type '" + down + "'");
+  }
+  // auto: the model's own down blocks where its ffn_down allows (Q4_1), unless
+  // the grouping or the down_t type was chosen, which only rows can honour.
+  const std::string layout = args.Str("--down-layout", "", "auto");
+  if (layout == "rows") {
+    o.down_layout = kx::PrepareOptions::DownLayoutChoice::kRows;
+  } else if (layout == "blocks") {
+    o.down_layout = kx::PrepareOptions::DownLayoutChoice::kBlocks;
+    if (args.Has("--group-size") || args.Has("--grouping") || args.Has("--down-type")) {
+      args.Fail("--down-layout blocks fixes the groups (the model's 32-neuron down blocks) and "
+                "the down type; drop --group-size/--grouping/--down-type or use rows");
+    }
+  } else if (layout == "auto") {
+    if (args.Has("--group-size") || args.Has("--grouping") || args.Has("--down-type")) {
+      o.down_layout = kx::PrepareOptions::DownLayoutChoice::kRows;
+    }
+  } else {
+    args.Fail("--down-layout expects auto, rows or blocks, got '" + layout + "'");
   }
   if (!args.ok()) return Fail(args.error());
 

@@ -326,9 +326,11 @@ absl::StatusOr<std::unique_ptr<SparseRuntime>> LoadSparseRuntime(
   }
   KX_ASSIGN_OR_RETURN(std::unique_ptr<const sparse::Sidecar> sidecar,
                       sparse::Sidecar::Open(path, model));
-  Log().info("sidecar {}: sparsity {:.2f}, group size {}, predictors {:.1f} MiB, bundles {:.1f} MiB",
+  Log().info("sidecar {}: sparsity {:.2f}, group size {}, down {}, predictors {:.1f} MiB, "
+             "bundles {:.1f} MiB",
              path, config.sparsity < 0 ? sidecar->sparsity() : config.sparsity,
-             sidecar->group_size(), sidecar->PredictorBytes() / 1048576.0,
+             sidecar->group_size(), sparse::DownLayoutName(sidecar->down_layout()),
+             sidecar->PredictorBytes() / 1048576.0,
              sidecar->BundleBytes() / 1048576.0);
   return SparseRuntime::Create(model, std::move(sidecar), config, kernels, n_threads, max_batch,
                                budget);

@@ -1,5 +1,7 @@
 #include "prepare/prepare.h"
 
+#include "kernels/cpu/down_blocks.h"
+
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -10,6 +12,7 @@
 #include "base/sha256.h"
 #include "base/timer.h"
 #include "engine/engine.h"
+#include "kernels/cpu/down_blocks.h"
 #include "model/llama_ffn_activation.h"
 #include "model/model.h"
 #include "prepare/profile.h"
@@ -88,6 +91,27 @@ absl::StatusOr<PrepareReport> Prepare(const PrepareOptions& opt_in) {
 
   KX_ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, Model::Load(o.model_path));
   const LlamaHParams& hp = model->hparams();
+  // The down layout, and with it the groups: kBlocks keeps each of the
+  // model's ffn_down blocks whole, so its groups are those blocks.
+  bool can_blocks = true;
+  for (const LlamaLayerWeights& w : model->weights().layers) {
+    can_blocks = can_blocks && sparse::CanUseDownBlocks(w.ffn_down.type, hp.n_embd, hp.n_ff);
+  }
+  using Choice = PrepareOptions::DownLayoutChoice;
+  if (o.down_layout == Choice::kBlocks && !can_blocks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--down-layout blocks needs a Q4_1 ffn_down in every layer, n_embd a multiple of 16 and "
+        "n_ff of 32; this model's layer 0 ffn_down is ",
+        TypeName(model->weights().layers[0].ffn_down.type), " (use --down-layout rows)"));
+  }
+  const bool blocks = o.down_layout == Choice::kBlocks ||
+                      (o.down_layout == Choice::kAuto && can_blocks && o.auto_down_type);
+  const sparse::DownLayout down_layout =
+      blocks ? sparse::DownLayout::kBlocks : sparse::DownLayout::kRows;
+  const int group_size = blocks ? cpu::kDownBlocksGroup : o.group_size;
+  rep.down_layout = sparse::DownLayoutName(down_layout);
+  rep.group_size = group_size;
+
   EngineOptions eo;
   eo.n_threads = o.n_threads;
   eo.n_batch = kProfileBatch;
@@ -171,7 +195,8 @@ absl::StatusOr<PrepareReport> Prepare(const PrepareOptions& opt_in) {
   sd.n_ff = hp.n_ff;
   sd.sparsity = o.sparsity;
   sd.sparsity_levels = o.levels;
-  sd.group_size = o.group_size;
+  sd.group_size = group_size;
+  sd.down_layout = down_layout;
   sd.activation_rule = rep.activation_rule;
   sd.layers.resize(hp.n_layer);
   rep.layers.resize(hp.n_layer);
@@ -186,12 +211,16 @@ absl::StatusOr<PrepareReport> Prepare(const PrepareOptions& opt_in) {
   std::vector<sparse::Coactivation> coact(hp.n_layer);
   for (int l = 0; l < hp.n_layer; ++l) {
     coact[l] = sparse::ComputeCoactivation(train_act[l], n_threads);
-    KX_ASSIGN_OR_RETURN(sd.layers[l].perm,
-                        sparse::GroupNeurons(coact[l], o.group_size, o.grouping, 1 + l));
+    if (blocks) {
+      sd.layers[l].perm = sparse::BlockPermutation(hp.n_ff);
+    } else {
+      KX_ASSIGN_OR_RETURN(sd.layers[l].perm,
+                          sparse::GroupNeurons(coact[l], group_size, o.grouping, 1 + l));
+    }
     LayerReport& lr = rep.layers[l];
     lr.threshold = thresholds[l];
     lr.calib_sparsity = relu_rule ? natural[l] : hist.FractionAtOrBelow(l, thresholds[l]);
-    lr.grouping = sparse::EvaluateGrouping(sd.layers[l].perm, o.group_size, held_act[l]);
+    lr.grouping = sparse::EvaluateGrouping(sd.layers[l].perm, group_size, held_act[l]);
     lr.active_fraction = lr.grouping.active_per_token / hp.n_ff;
     std::vector<float>& freq = sd.layers[l].freq;
     freq.resize(hp.n_ff);
@@ -282,11 +311,12 @@ absl::StatusOr<PrepareReport> Prepare(const PrepareOptions& opt_in) {
   t0 = NowNs();
   for (int l = 0; l < hp.n_layer; ++l) {
     const LlamaLayerWeights& w = model->weights().layers[l];
-    const GgmlType down = o.auto_down_type ? sparse::DefaultDownType(w.ffn_down.type, hp.n_embd)
-                                           : o.down_type;
+    const GgmlType down = blocks              ? w.ffn_down.type
+                          : o.auto_down_type ? sparse::DefaultDownType(w.ffn_down.type, hp.n_embd)
+                                             : o.down_type;
     KX_ASSIGN_OR_RETURN(sd.layers[l].layout,
-                        sparse::MakeBundleLayout(hp.n_embd, hp.n_ff, o.group_size, w.ffn_up.type,
-                                                 w.ffn_gate.type, down));
+                        sparse::MakeBundleLayout(hp.n_embd, hp.n_ff, group_size, w.ffn_up.type,
+                                                 w.ffn_gate.type, down, down_layout));
     const sparse::BundleLayout& layout = sd.layers[l].layout;
     sd.layers[l].bundles.assign(layout.bundle_stride * layout.n_groups, 0);
     KX_RETURN_IF_ERROR(sparse::PackBundles(w.ffn_up, w.ffn_gate, w.ffn_down, sd.layers[l].perm,
@@ -307,7 +337,8 @@ absl::StatusOr<PrepareReport> Prepare(const PrepareOptions& opt_in) {
   cj["tokens"] = calib.n_tokens;
   cj["held_out_tokens"] = n_held;
   cj["seed"] = o.calibration.seed;
-  cj["grouping"] = sparse::GroupingMethodName(o.grouping);
+  cj["grouping"] = blocks ? "blocks" : sparse::GroupingMethodName(o.grouping);
+  cj["down_layout"] = rep.down_layout;
   cj["predictor_input"] = "layer l-1 FFN input (layer 0: its own)";
   sd.calibration_json = cj.dump();
   KX_RETURN_IF_ERROR(sparse::WriteSidecar(sd, rep.sidecar_path));
@@ -322,6 +353,8 @@ std::string PrepareReport::ToJson() const {
                       {"tokens", calibration_tokens},
                       {"held_out_tokens", held_out_tokens}};
   j["down_type"] = down_type;
+  j["down_layout"] = down_layout;
+  j["group_size"] = group_size;
   j["activation_rule"] = activation_rule;
   j["sparsity"] = sparsity;
   j["bytes"] = {{"ffn_model", model_bytes}, {"bundles", bundle_bytes},
@@ -393,11 +426,12 @@ std::string PrepareReport::ToTable() const {
     }
   }
   absl::StrAppendFormat(&s,
-                        "\nbundles %.1f MiB (FFN in the model %.1f MiB, down_t %s), predictors "
+                        "\nbundles %.1f MiB (FFN in the model %.1f MiB; down %s %s, GS %d), "
+                        "predictors "
                         "%.1f MiB\ntime: calibration %.1fs, profile %.1fs, grouping %.1fs, "
                         "predictors %.1fs, bundles %.1fs, total %.1fs\n",
-                        bundle_bytes / 1048576.0, model_bytes / 1048576.0, down_type,
-                        predictor_bytes / 1048576.0, seconds_calibration, seconds_profile,
+                        bundle_bytes / 1048576.0, model_bytes / 1048576.0, down_layout, down_type,
+                        group_size, predictor_bytes / 1048576.0, seconds_calibration, seconds_profile,
                         seconds_grouping, seconds_predictors, seconds_bundles, seconds_total);
   return s;
 }

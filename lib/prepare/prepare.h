@@ -30,10 +30,18 @@ struct PrepareOptions {
   bool sparsity_requested = false;
   // Thresholds are also stored for these levels (--sparsity switches at run time).
   std::vector<float> levels = {0.1f, 0.15f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f, 0.9f};
+  // How ffn_down is stored in the bundles (sparse/bundle.h DownLayout).
+  // kAuto: kBlocks when every layer's ffn_down allows it (Q4_1) and
+  // auto_down_type is set, else kRows. kBlocks keeps the model's own down
+  // blocks (no re-quantization, no extra bytes) and so fixes the groups to
+  // them: group_size and grouping are then not used (the report says
+  // "blocks"). kRows groups with `grouping` and re-quantizes down_t.
+  enum class DownLayoutChoice { kAuto, kRows, kBlocks };
+  DownLayoutChoice down_layout = DownLayoutChoice::kAuto;
   int group_size = 16;
   sparse::GroupingMethod grouping = sparse::GroupingMethod::kMetis;
   bool auto_down_type = true;
-  GgmlType down_type = GgmlType::kQ8_0;  // used when !auto_down_type
+  GgmlType down_type = GgmlType::kQ8_0;  // used when !auto_down_type (kRows)
   CalibrationOptions calibration;
   bool train_predictors = true;
   // holdout_fraction is the held-out tail for every report. Ranks above 64
@@ -79,6 +87,8 @@ struct PrepareReport {
   std::string calibration_source;
   int64_t calibration_tokens = 0, held_out_tokens = 0;
   std::string down_type;
+  std::string down_layout;      // "rows" | "blocks"
+  int group_size = 0;           // as used (kBlocks: 32)
   std::string activation_rule;  // the sidecar's kairox.activation_rule ("cats", "relu", ...)
   float sparsity = 0;           // the sidecar's target (ReLU family: mean natural sparsity)
   std::vector<LayerReport> layers;

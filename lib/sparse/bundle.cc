@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/check.h"
+#include "kernels/cpu/down_blocks.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quantize.h"
 
@@ -41,8 +43,33 @@ absl::Status CheckWeight(const WeightRef& w, const char* what, int64_t n_in, int
 
 }  // namespace
 
+const char* DownLayoutName(DownLayout d) { return d == DownLayout::kBlocks ? "blocks" : "rows"; }
+
+bool CanUseDownBlocks(GgmlType model_down_type, int64_t n_embd, int64_t n_ff) {
+  return cpu::HasDownBlocksLayout(model_down_type, n_embd) && n_ff > 0 &&
+         n_ff % cpu::kDownBlocksGroup == 0 && n_ff / cpu::kDownBlocksGroup <= kMaxGroupsPerLayer;
+}
+
+std::vector<int32_t> BlockPermutation(int64_t n_ff) {
+  std::vector<int32_t> perm(static_cast<size_t>(n_ff));
+  for (int64_t i = 0; i < n_ff; ++i) perm[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  return perm;
+}
+
+void DequantizeDownColumn(const BundleLayout& l, const uint8_t* bundle, int j, float* out) {
+  const uint8_t* down = bundle + l.down_offset();
+  if (l.down == DownLayout::kBlocks) {
+    for (int64_t e = 0; e < l.n_embd; ++e) out[e] = cpu::DownBlocksAt(l.down_type, down, e, j);
+    return;
+  }
+  const cpu::TypeKernels* k = cpu::Kernels().For(l.down_type);
+  KX_CHECK(k != nullptr);
+  k->dequantize(down + static_cast<uint64_t>(j) * l.down_row_bytes, out, l.n_embd);
+}
+
 absl::StatusOr<BundleLayout> MakeBundleLayout(int64_t n_embd, int64_t n_ff, int group_size,
-                                              GgmlType up, GgmlType gate, GgmlType down) {
+                                              GgmlType up, GgmlType gate, GgmlType down,
+                                              DownLayout down_layout) {
   if (group_size != 4 && group_size != 8 && group_size != 16 && group_size != 32) {
     return absl::InvalidArgumentError(
         absl::StrCat("bundle layout: group size ", group_size, " is not 4, 8, 16 or 32"));
@@ -67,7 +94,16 @@ absl::StatusOr<BundleLayout> MakeBundleLayout(int64_t n_embd, int64_t n_ff, int 
     return absl::UnimplementedError(
         absl::StrCat("bundle layout: no quantizer for down type ", TypeName(down)));
   }
+  if (down_layout == DownLayout::kBlocks) {
+    if (group_size != cpu::kDownBlocksGroup || !cpu::HasDownBlocksLayout(down, n_embd)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bundle layout: down blocks need group size ", cpu::kDownBlocksGroup,
+          " (got ", group_size, ") and a Q4_1 ffn_down with n_embd a multiple of ",
+          cpu::kDownBlocksTile, " (got ", TypeName(down), ", n_embd ", n_embd, ")"));
+    }
+  }
   BundleLayout l;
+  l.down = down_layout;
   l.group_size = group_size;
   l.n_groups = static_cast<int>(n_ff / group_size);
   l.n_embd = n_embd;
@@ -76,9 +112,14 @@ absl::StatusOr<BundleLayout> MakeBundleLayout(int64_t n_embd, int64_t n_ff, int 
   l.down_type = down;
   KX_ASSIGN_OR_RETURN(l.up_row_bytes, RowBytesOf(up, n_embd, "ffn_up"));
   KX_ASSIGN_OR_RETURN(l.gate_row_bytes, RowBytesOf(gate, n_embd, "ffn_gate"));
-  KX_ASSIGN_OR_RETURN(l.down_row_bytes, RowBytesOf(down, n_embd, "ffn_down_t"));
+  if (down_layout == DownLayout::kBlocks) {
+    l.down_bytes = cpu::DownBlocksBytes(down, n_embd);
+  } else {
+    KX_ASSIGN_OR_RETURN(l.down_row_bytes, RowBytesOf(down, n_embd, "ffn_down_t"));
+    l.down_bytes = static_cast<uint64_t>(group_size) * l.down_row_bytes;
+  }
   l.bundle_bytes =
-      static_cast<uint64_t>(group_size) * (l.up_row_bytes + l.gate_row_bytes + l.down_row_bytes);
+      static_cast<uint64_t>(group_size) * (l.up_row_bytes + l.gate_row_bytes) + l.down_bytes;
   l.bundle_stride = (l.bundle_bytes + kBundleAlign - 1) / kBundleAlign * kBundleAlign;
   return l;
 }
@@ -107,7 +148,8 @@ absl::Status PackBundles(const WeightRef& up, const WeightRef& gate, const Weigh
   const int64_t n_ff = static_cast<int64_t>(layout.n_groups) * gs;
   KX_RETURN_IF_ERROR(CheckWeight(up, "ffn_up", n_embd, n_ff, layout.up_type));
   KX_RETURN_IF_ERROR(CheckWeight(gate, "ffn_gate", n_embd, n_ff, layout.gate_type));
-  KX_RETURN_IF_ERROR(CheckWeight(down, "ffn_down", n_ff, n_embd, down.type));
+  KX_RETURN_IF_ERROR(CheckWeight(down, "ffn_down", n_ff, n_embd,
+                                 layout.down == DownLayout::kBlocks ? layout.down_type : down.type));
   const cpu::TypeKernels* down_k = cpu::Kernels().For(down.type);
   if (down_k == nullptr) {
     return absl::UnimplementedError(
@@ -142,6 +184,25 @@ absl::Status PackBundles(const WeightRef& up, const WeightRef& gate, const Weigh
     std::memcpy(bundle + j * layout.up_row_bytes, up.row(n), layout.up_row_bytes);
     std::memcpy(bundle + layout.gate_offset() + j * layout.gate_row_bytes, gate.row(n),
                 layout.gate_row_bytes);
+  }
+
+  if (layout.down == DownLayout::kBlocks) {
+    // Slot g·32 + j must hold neuron 32k + j for one block k per group.
+    for (int64_t s = 0; s < n_ff; ++s) {
+      const int32_t n = perm[static_cast<size_t>(s)];
+      const int32_t first = perm[static_cast<size_t>(s / gs * gs)];
+      if (first % gs != 0 || n != first + s % gs) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "PackBundles: down blocks need each group to be one block of ", gs,
+            " consecutive neurons in order; perm[", s, "] = ", n));
+      }
+    }
+    for (int64_t g = 0; g < layout.n_groups; ++g) {
+      const int64_t k = perm[static_cast<size_t>(g * gs)] / gs;
+      cpu::PackDownBlocks(layout.down_type, down.row(0), down.row_bytes, n_embd, k,
+                          dst + stride * static_cast<uint64_t>(g) + layout.down_offset());
+    }
+    return absl::OkStatus();
   }
 
   // ffn_down_t: slabs of kSlab neurons (original order), transposed in floats

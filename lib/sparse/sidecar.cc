@@ -63,6 +63,7 @@ absl::Status WriteSidecar(const SidecarData& d, const std::string& path) {
   w.SetF32("kairox.sparsity", d.sparsity);
   w.SetArrayF32("kairox.sparsity_levels", d.sparsity_levels);
   w.SetU32("kairox.group_size", d.group_size);
+  w.SetString("kairox.down_layout", DownLayoutName(d.down_layout));
   w.SetString("kairox.activation_rule", d.activation_rule);
   w.SetString("kairox.predictor.input", "adjacent");
   w.SetString("kairox.calibration", d.calibration_json);
@@ -159,6 +160,12 @@ absl::StatusOr<std::unique_ptr<const Sidecar>> Sidecar::Open(const std::string& 
     return bad(absl::StrCat("group size ", gs, " does not divide n_ff ", n_ff, " (or is > 32)"));
   }
   s->group_size_ = static_cast<int>(gs);
+  KX_ASSIGN_OR_RETURN(std::string_view down_layout, f.GetString("kairox.down_layout"));
+  if (down_layout == "blocks") {
+    s->down_layout_ = DownLayout::kBlocks;
+  } else if (down_layout != "rows") {
+    return bad(absl::StrCat("unknown kairox.down_layout '", std::string(down_layout), "'"));
+  }
   // Thresholds mean different things under the two rules (a CATS t_l on
   // |act| vs the ReLU family's exact zeros), so a sidecar built for another
   // activation (e.g. the model's activation key was added or changed since)
@@ -232,7 +239,23 @@ absl::StatusOr<std::unique_ptr<const Sidecar>> Sidecar::Open(const std::string& 
                                 " up/gate rows, the model's are ", TypeName(mw.ffn_up.type), "/",
                                 TypeName(mw.ffn_gate.type)));
       }
-      auto layout = MakeBundleLayout(hp.n_embd, nff, s->group_size_, up, gate, down);
+      if (s->down_layout_ == DownLayout::kBlocks) {
+        // The bundles hold the model's own ffn_down blocks: same type, and
+        // each group one block of consecutive neurons.
+        if (down != mw.ffn_down.type) {
+          return bad(absl::StrCat("layer ", l, ": down blocks of ", TypeName(down),
+                                  ", the model's ffn_down is ", TypeName(mw.ffn_down.type)));
+        }
+        for (int i = 0; i < nff; ++i) {
+          if (L.perm[i] != L.perm[i / s->group_size_ * s->group_size_] + i % s->group_size_ ||
+              L.perm[i / s->group_size_ * s->group_size_] % s->group_size_ != 0) {
+            return bad(absl::StrCat(LayerKey(l, "perm"),
+                                    ": groups are not whole blocks, as down blocks need"));
+          }
+        }
+      }
+      auto layout =
+          MakeBundleLayout(hp.n_embd, nff, s->group_size_, up, gate, down, s->down_layout_);
       if (!layout.ok()) return wrap(layout.status());
       L.layout = *layout;
       auto p = tensor("bundles", GgmlType::kI8,

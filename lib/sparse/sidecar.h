@@ -10,6 +10,9 @@
 //          kairox.sparsity               f32   target sparsity s the thresholds/predictors are for
 //          kairox.sparsity_levels        [f32] the grid blk.N.kairox.thresholds is indexed by
 //          kairox.group_size             u32   neurons per group (GS)
+//          kairox.down_layout            str   "rows" | "blocks" (bundle.h DownLayout; blocks:
+//                                              GS 32, perm maps the model's ffn_down blocks
+//                                              to groups in order, down type = the model's)
 //          kairox.activation_rule        str   "cats": active ⇔ |act(gate·x)| > t_l
 //                                              (SiLU/GELU models); "relu" | "fatrelu" |
 //                                              "drelu": active ⇔ A(g, u) ≠ 0 (ReLU-family
@@ -24,7 +27,7 @@
 //          blk.N.kairox.perm             I32 [n_ff]      the permutation
 //          blk.N.kairox.freq             F32 [n_ff]      calibration activation frequency
 //          blk.N.kairox.thresholds       F32 [levels]    t_l per sparsity level
-//          blk.N.kairox.bundle_types     [u32] {up, gate, down_t} ggml types of the bundles
+//          blk.N.kairox.bundle_types     [u32] {up, gate, down} ggml types of the bundles
 //          blk.N.kairox.bundles          I8  [n_groups·stride]  one bundle per group (bundle.h)
 //          blk.N.kairox.pred.w1 F16 [n_in, rank], .b1 F32 [rank],
 //          blk.N.kairox.pred.w2 F16 [rank, n_ff] (rows permuted), .b2 F32 [n_ff] (permuted)
@@ -49,7 +52,8 @@ class Model;
 
 namespace kx::sparse {
 
-inline constexpr uint32_t kSidecarVersion = 1;
+// 2: kairox.down_layout (version 1 sidecars were all "rows").
+inline constexpr uint32_t kSidecarVersion = 2;
 inline constexpr uint64_t kSidecarAlignment = 4096;
 
 // `<model path without .gguf>.kairox.gguf`.
@@ -82,6 +86,7 @@ struct SidecarData {
   float sparsity = 0.0f;
   std::vector<float> sparsity_levels;
   int group_size = 0;
+  DownLayout down_layout = DownLayout::kRows;
   std::string activation_rule = "cats";  // ActivationRuleFor(the model's ffn_act)
   std::string calibration_json;
   std::vector<SidecarLayerData> layers;
@@ -117,6 +122,7 @@ class Sidecar {
   float sparsity() const { return sparsity_; }
   const std::vector<float>& sparsity_levels() const { return levels_; }
   int group_size() const { return group_size_; }
+  DownLayout down_layout() const { return down_layout_; }
   const std::string& activation_rule() const { return activation_rule_; }
   int n_layer() const { return static_cast<int>(layers_.size()); }
   const Layer& layer(int l) const { return layers_[l]; }
@@ -136,6 +142,7 @@ class Sidecar {
   float sparsity_ = 0.0f;
   std::vector<float> levels_;
   int group_size_ = 0;
+  DownLayout down_layout_ = DownLayout::kRows;
   std::string activation_rule_;
   std::string calibration_;
   std::vector<Layer> layers_;

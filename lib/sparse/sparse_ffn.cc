@@ -1,15 +1,17 @@
 // The sparse FFN over bundles (sparse_ffn.h). Two paths:
 //  - fused (the table has matvec_runs for the gate/up type): one pool
-//    dispatch; the groups are cut into at most kMaxChunks chunks (a count
-//    that depends on n_groups only), threads take whole chunks, and group by
-//    group gate/up, the threshold and the down axpy run back to back, the
+//    dispatch; the groups are cut into Chunks() chunks (a count that depends
+//    on n_groups and the thread count the SparseFfn was built for, never on
+//    the parts of one call), threads take whole chunks, and group by group
+//    gate/up, the threshold and the down projection run back to back, the
 //    down rows still in L1, into the chunk's partial y. Each thread's bytes
 //    stream once, the software prefetch running on along its whole run list
 //    (down rows included) while the down projections compute, instead of a
 //    second, compute-bound pass over rows fetched earlier to L2. y is the
-//    sum of the partials in chunk order, so it does not depend on the
-//    thread count. SmolLM2's layer from DRAM, one thread: 0.61x → 0.69-0.74x
-//    the dense FFN's speed at 100% active, break-even ~45% → ~60-65%.
+//    sum of the partials in chunk order. One chunk per thread: 16 fixed
+//    chunks cost ~0.03-0.05x of the dense FFN's time on 2 threads (the
+//    partials another core wrote are read back at the end), measured with
+//    bench_sparse_ffn -t 2 at 100 % active.
 //  - per run (other tables, or gate and up of different types): gate/up/
 //    threshold by groups (each thread appends its kept neurons to its own
 //    share of the down list), then, after the shares are made contiguous,
@@ -38,8 +40,8 @@ constexpr int64_t kMaxBlock = 256;
 // SmolLM2's layer from DRAM: 2x faster gate/up than without).
 constexpr uint64_t kLine = 64;
 
-// Most chunks of the fused path (sparse_ffn.cc's top): enough for even
-// shares on a few threads; each adds one n_embd partial to reduce.
+// Most chunks of the fused path (sparse_ffn.cc's top): one per thread, up
+// to this; each adds one n_embd partial to reduce.
 constexpr int kMaxChunks = 16;
 // The largest group size MakeBundleLayout accepts (bundle.h).
 constexpr int kMaxGroupSize = 32;
@@ -90,6 +92,17 @@ void PrefetchRows(const uint8_t* part, uint64_t row_bytes, uint32_t mask) {
   });
 }
 
+// The down share of a bundle whose predicted neurons are `mask`, to L2.
+void PrefetchDown(const BundleLayout& l, const uint8_t* bundle, uint32_t mask) {
+  if (l.down == DownLayout::kBlocks) {
+    if (mask == 0) return;
+    const uint8_t* p = bundle + l.down_offset();
+    for (uint64_t b = 0; b < l.down_bytes; b += kLine) PrefetchLine<2>(p + b);
+  } else {
+    PrefetchRows<2>(bundle + l.down_offset(), l.down_row_bytes, mask);
+  }
+}
+
 }  // namespace
 
 float ApplyFfnActivation(FfnActivation act, float g) {
@@ -119,7 +132,7 @@ SparseFfn::SparseFfn(const cpu::KernelTable& kernels, int64_t n_embd_max, int ma
   kept_.resize(rows);  // ≥ the number of groups of any group size
   counts_.resize(static_cast<size_t>(n_threads_));
   partial_stride_ = (n_embd_max + kColumnAlign - 1) / kColumnAlign * kColumnAlign;
-  partial_.resize(static_cast<size_t>(kMaxChunks * partial_stride_));
+  partial_.resize(static_cast<size_t>(std::min(n_threads_, kMaxChunks) * partial_stride_));
 }
 
 namespace {
@@ -129,8 +142,9 @@ int RunsInMask(uint32_t m) { return __builtin_popcount(m & ~(m << 1)); }
 
 // The number of runs BuildRuns emits for a group with predicted mask m.
 int64_t CountRuns(uint32_t m, int gs, const BundleLayout& l) {
-  if (m == FullMask(gs) && l.gate_row_bytes == l.up_row_bytes) return 2;
-  return 3 * RunsInMask(m);
+  const int64_t down = l.down == DownLayout::kBlocks ? (m != 0 ? 1 : 0) : RunsInMask(m);
+  if (m == FullMask(gs) && l.gate_row_bytes == l.up_row_bytes) return 1 + down;
+  return 2 * RunsInMask(m) + down;
 }
 
 // Appends the runs of groups [ib, ie) to runs (see GateUp for the order):
@@ -160,10 +174,14 @@ int64_t BuildRuns(const SparseFfnArgs& a, int64_t ib, int64_t ie, float* gate_up
                      static_cast<uint64_t>(len) * l.gate_row_bytes, u + gs + s};
       });
     }
-    ForEachRun(m, [&](int s, int len) {
-      runs[n++] = {b + down_off + static_cast<uint64_t>(s) * l.down_row_bytes,
-                   static_cast<uint64_t>(len) * l.down_row_bytes, nullptr};
-    });
+    if (l.down == DownLayout::kBlocks) {
+      if (m != 0) runs[n++] = {b + down_off, l.down_bytes, nullptr};
+    } else {
+      ForEachRun(m, [&](int s, int len) {
+        runs[n++] = {b + down_off + static_cast<uint64_t>(s) * l.down_row_bytes,
+                     static_cast<uint64_t>(len) * l.down_row_bytes, nullptr};
+      });
+    }
   }
   return n;
 }
@@ -175,8 +193,12 @@ int64_t SparseFfn::Keep(const SparseFfnArgs& a, int64_t ib, int64_t ie) {
   const int gs = l.group_size;
   const uint32_t full = FullMask(gs);
   const uint64_t down_off = l.down_offset();
+  const bool blocks = l.down == DownLayout::kBlocks;
   uint32_t* kept = a.kept != nullptr ? a.kept : kept_.data();
-  int64_t out = ib * gs;
+  // kRows: one down_rows_/coef_ entry per kept neuron from slot ib·GS on;
+  // kBlocks: one down_rows_ entry per group with a kept neuron from slot ib
+  // on, with its GS coefficients (0 where not kept) at GS·slot.
+  int64_t out = blocks ? ib : ib * gs;
   const int64_t out0 = out;
   for (int64_t i = ib; i < ie; ++i) {
     const uint8_t* b = a.bundles[a.groups[i]];
@@ -191,6 +213,15 @@ int64_t SparseFfn::Keep(const SparseFfnArgs& a, int64_t ib, int64_t ie) {
       g[j] = av;
       if (std::fabs(av) > a.threshold) keep |= 1u << j;
     }
+    kept[i] = keep;
+    if (blocks) {
+      if (keep == 0) continue;
+      down_rows_[static_cast<size_t>(out)] = b + down_off;
+      float* c = &coef_[static_cast<size_t>(out * gs)];
+      for (int j = 0; j < gs; ++j) c[j] = (keep >> j & 1u) != 0 ? g[j] * u[j] : 0.0f;
+      ++out;
+      continue;
+    }
     for (uint32_t m = keep; m != 0; m &= m - 1) {
       const int j = __builtin_ctz(m);
       down_rows_[static_cast<size_t>(out)] =
@@ -198,7 +229,6 @@ int64_t SparseFfn::Keep(const SparseFfnArgs& a, int64_t ib, int64_t ie) {
       coef_[static_cast<size_t>(out)] = g[j] * u[j];
       ++out;
     }
-    kept[i] = keep;
   }
   return out - out0;
 }
@@ -209,7 +239,7 @@ void SparseFfn::GateUp(const SparseFfnArgs& a, int ith, int nth) {
   const cpu::TypeKernels* gate_k = kernels_.For(l.gate_type);
   const cpu::TypeKernels* up_k = kernels_.For(l.up_type);
   const void* act_up = l.up_type == l.gate_type ? act_gate_.data() : act_up_.data();
-  const uint64_t gate_off = l.gate_offset(), down_off = l.down_offset();
+  const uint64_t gate_off = l.gate_offset();
   const uint32_t full = FullMask(gs);
   int64_t ib, ie;
   ThreadPool::Split(a.n_groups, ith, nth, 1, &ib, &ie);
@@ -222,7 +252,7 @@ void SparseFfn::GateUp(const SparseFfnArgs& a, int ith, int nth) {
   const uint32_t m0 = a.masks[ib] & full;
   PrefetchRows<3>(b0, l.up_row_bytes, m0);
   PrefetchRows<3>(b0 + gate_off, l.gate_row_bytes, m0);
-  PrefetchRows<2>(b0 + down_off, l.down_row_bytes, m0);
+  PrefetchDown(l, b0, m0);
   for (int64_t i = ib; i < ie; ++i) {
     const uint8_t* b = a.bundles[a.groups[i]];
     // The last group "prefetches" itself with an empty mask (no access).
@@ -236,7 +266,7 @@ void SparseFfn::GateUp(const SparseFfnArgs& a, int ith, int nth) {
     // down rows to L2: they are read after every group's gate/up.
     PrefetchRows<3>(next, l.up_row_bytes, next_mask);
     PrefetchRows<3>(next + gate_off, l.gate_row_bytes, next_mask);
-    PrefetchRows<2>(next + down_off, l.down_row_bytes, next_mask);
+    PrefetchDown(l, next, next_mask);
     // Up before gate: rows are read in address order. Reading gate first
     // (to skip the up rows of thresholded neurons) jumps backwards inside
     // every bundle, which defeats the hardware stream prefetcher: measured
@@ -253,8 +283,8 @@ void SparseFfn::GateUp(const SparseFfnArgs& a, int ith, int nth) {
   counts_[static_cast<size_t>(ith)].n = Keep(a, ib, ie);
 }
 
-void SparseFfn::Fused(const SparseFfnArgs& a, cpu::MatvecRunsFn runs_fn, cpu::AxpyRowsFn axpy,
-                      int n_chunks, int ith, int nth) {
+void SparseFfn::Fused(const SparseFfnArgs& a, cpu::MatvecRunsFn runs_fn, int n_chunks, int ith,
+                      int nth) {
   const BundleLayout& l = *a.layout;
   const int gs = l.group_size;
   int64_t cb, ce;
@@ -280,11 +310,19 @@ void SparseFfn::Fused(const SparseFfnArgs& a, cpu::MatvecRunsFn runs_fn, cpu::Ax
                            act_gate_.data(), prefetched);
       r0 = r1;
       const int64_t n_kept = Keep(a, i, i + 1);
-      if (n_kept > 0) {
-        const auto first = static_cast<size_t>(i * gs);
-        axpy(&down_rows_[first], &coef_[first], n_kept, 0, l.n_embd, part);
-      }
+      if (n_kept > 0) Down(l, i, n_kept, 0, l.n_embd, part);
     }
+  }
+}
+
+void SparseFfn::Down(const BundleLayout& l, int64_t first, int64_t n, int64_t i0, int64_t i1,
+                     float* y) {
+  if (l.down == DownLayout::kBlocks) {
+    const auto f = static_cast<size_t>(first);
+    call_.down_blocks(&down_rows_[f], &coef_[f * static_cast<size_t>(l.group_size)], n, i0, i1, y);
+  } else {
+    const auto f = static_cast<size_t>(first * l.group_size);
+    call_.axpy(&down_rows_[f], &coef_[f], n, i0, i1, y);
   }
 }
 
@@ -309,8 +347,10 @@ void SparseFfn::Begin(const SparseFfnArgs& a, int n_parts) {
                "SparseFfn: more parts than the scratch has threads");
   const cpu::TypeKernels* gate_k = kernels_.For(l.gate_type);
   const cpu::TypeKernels* up_k = kernels_.For(l.up_type);
-  const cpu::AxpyRowsFn axpy = kernels_.AxpyRows(l.down_type);
-  KX_CHECK_MSG(gate_k != nullptr && up_k != nullptr && axpy != nullptr,
+  const bool blocks = l.down == DownLayout::kBlocks;
+  const cpu::AxpyRowsFn axpy = blocks ? nullptr : kernels_.AxpyRows(l.down_type);
+  const cpu::DownBlocksFn down_blocks = blocks ? kernels_.DownBlocks(l.down_type) : nullptr;
+  KX_CHECK_MSG(gate_k != nullptr && up_k != nullptr && (axpy != nullptr || down_blocks != nullptr),
                "SparseFfn: no kernels for the layout's types");
 
   gate_k->quantize_act(a.x, l.n_embd, act_gate_.data());
@@ -320,8 +360,9 @@ void SparseFfn::Begin(const SparseFfnArgs& a, int n_parts) {
   call_.args = a;
   call_.n_parts = n_parts;
   call_.axpy = axpy;
+  call_.down_blocks = down_blocks;
   call_.runs_fn = l.up_type == l.gate_type ? kernels_.MatvecRuns(l.up_type) : nullptr;
-  if (call_.runs_fn != nullptr) call_.n_chunks = std::min(a.n_groups, kMaxChunks);
+  if (call_.runs_fn != nullptr) call_.n_chunks = std::min({a.n_groups, n_threads_, kMaxChunks});
 }
 
 bool SparseFfn::HasPhase(int phase) const {
@@ -334,7 +375,7 @@ void SparseFfn::RunPart(int phase, int part, int n_parts) {
   if (!HasPhase(phase)) return;
   const SparseFfnArgs& a = call_.args;
   if (call_.runs_fn != nullptr) {
-    Fused(a, call_.runs_fn, call_.axpy, call_.n_chunks, part, n_parts);
+    Fused(a, call_.runs_fn, call_.n_chunks, part, n_parts);
     return;
   }
   if (phase == 0) {
@@ -345,7 +386,7 @@ void SparseFfn::RunPart(int phase, int part, int n_parts) {
   ThreadPool::Split(a.layout->n_embd, part, n_parts, kColumnAlign, &c0, &c1);
   if (c1 <= c0) return;
   std::fill(a.y + c0, a.y + c1, 0.0f);
-  if (call_.total > 0) call_.axpy(down_rows_.data(), coef_.data(), call_.total, c0, c1, a.y);
+  if (call_.total > 0) Down(*a.layout, 0, call_.total, c0, c1, a.y);
 }
 
 void SparseFfn::Between() {
@@ -358,12 +399,17 @@ void SparseFfn::Between() {
   for (int t = 0; t < nth; ++t) {
     int64_t ib, ie;
     ThreadPool::Split(a.n_groups, t, nth, 1, &ib, &ie);
-    const int64_t begin = ib * a.layout->group_size, n = counts_[static_cast<size_t>(t)].n;
+    // Entries per slot of down_rows_ and of coef_ (Keep says why).
+    const bool blocks = a.layout->down == DownLayout::kBlocks;
+    const int64_t per_coef = blocks ? a.layout->group_size : 1;
+    const int64_t begin = blocks ? ib : ib * a.layout->group_size;
+    const int64_t n = counts_[static_cast<size_t>(t)].n;
     if (begin != total && n > 0) {
       std::memmove(&down_rows_[static_cast<size_t>(total)], &down_rows_[static_cast<size_t>(begin)],
                    static_cast<size_t>(n) * sizeof(down_rows_[0]));
-      std::memmove(&coef_[static_cast<size_t>(total)], &coef_[static_cast<size_t>(begin)],
-                   static_cast<size_t>(n) * sizeof(coef_[0]));
+      std::memmove(&coef_[static_cast<size_t>(total * per_coef)],
+                   &coef_[static_cast<size_t>(begin * per_coef)],
+                   static_cast<size_t>(n * per_coef) * sizeof(coef_[0]));
     }
     total += n;
   }

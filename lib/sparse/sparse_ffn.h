@@ -15,15 +15,20 @@
 //   ffn.Run(a, pool);
 // Steps: x is prepared once per weight type; up then gate rows are computed
 // over runs of contiguous predicted neurons (address order, see GateUp);
-// act and the threshold pick the kept neurons; the down projection
-// axpy_rows adds the kept neurons' down_t rows. Where the kernel table has
-// matvec_runs (AVX-512, Q4_1/Q8_0, gate and up of one type) the three steps
+// act and the threshold pick the kept neurons; the down projection adds
+// their down columns: axpy_rows over the kept neurons' down_t rows
+// (DownLayout::kRows), or down_blocks over the groups with a kept neuron,
+// the others' coefficients 0 (kBlocks: the model's own ffn_down blocks).
+// Where the kernel table has matvec_runs (AVX-512, Q4_1/Q8_0, gate and up of one type) the three steps
 // run group by group in one pass (matvec_runs prefetches along each
 // thread's run list; the down rows are read from L1 right after), threads
 // take fixed chunks of groups and y sums the chunks' partials in order;
 // otherwise gate/up is one matvec per run, split by groups, and the down
 // projection a second pass split by output columns. Either way y is
-// bit-identical for any thread count.
+// bit-identical for any number of threads running a call (≤ the n_threads
+// the SparseFfn was built with); the fused path cuts the groups into one
+// chunk per such thread, so SparseFfns built for different thread counts
+// may differ in the last bits.
 #pragma once
 
 #include <cstdint>
@@ -102,15 +107,18 @@ class SparseFfn {
   // neurons' down rows and coefficients from slot ib·GS on. Returns their count.
   int64_t Keep(const SparseFfnArgs& a, int64_t ib, int64_t ie);
   // The fused path's share of thread ith (sparse_ffn.cc).
-  void Fused(const SparseFfnArgs& a, cpu::MatvecRunsFn runs_fn, cpu::AxpyRowsFn axpy,
-             int n_chunks, int ith, int nth);
+  void Fused(const SparseFfnArgs& a, cpu::MatvecRunsFn runs_fn, int n_chunks, int ith, int nth);
+  // The down projection of n down_rows_ entries from group slot `first`
+  // (Keep's slots: kRows from GS·first, kBlocks from first) into y[i0, i1).
+  void Down(const BundleLayout& l, int64_t first, int64_t n, int64_t i0, int64_t i1, float* y);
 
   // The call in progress between Begin and Finish.
   struct Call {
     SparseFfnArgs args;
     int n_parts = 1;
     cpu::MatvecRunsFn runs_fn = nullptr;  // non-null: the fused path
-    cpu::AxpyRowsFn axpy = nullptr;
+    cpu::AxpyRowsFn axpy = nullptr;          // kRows
+    cpu::DownBlocksFn down_blocks = nullptr;  // kBlocks
     int n_chunks = 0;   // fused path
     int64_t total = 0;  // per-run path: kept neurons after Between
   };
@@ -123,8 +131,8 @@ class SparseFfn {
   std::vector<uint8_t> act_gate_, act_up_;  // x prepared for the gate and up types
   std::vector<float> gate_up_;              // slot i: up at 2·GS·i + j, gate at 2·GS·i + GS + j
   std::vector<cpu::RowRun> runs_;           // matvec_runs lists: group i's from i·RunsPerGroup
-  std::vector<const uint8_t*> down_rows_;   // kept neurons' down_t rows, in slot order
-  std::vector<float> coef_;                 // act(g)·u for each of down_rows_
+  std::vector<const uint8_t*> down_rows_;   // kept neurons' down_t rows (kBlocks: groups' down parts)
+  std::vector<float> coef_;                 // act(g)·u for each of down_rows_ (kBlocks: GS each)
   std::vector<uint32_t> kept_;              // used when args.kept is null
   std::vector<ThreadCount> counts_;         // kept neurons per thread's share
   std::vector<float> partial_;              // fused path: chunk c's y at c·partial_stride_

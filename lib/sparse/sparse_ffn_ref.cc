@@ -42,8 +42,7 @@ void SparseFfnReference(const SparseFfnArgs& a, const uint32_t* decide, double* 
   const cpu::KernelTable& k = *cpu::KernelsFor(Isa::kScalar);
   const cpu::TypeKernels* up_k = k.For(l.up_type);
   const cpu::TypeKernels* gate_k = k.For(l.gate_type);
-  const cpu::TypeKernels* down_k = k.For(l.down_type);
-  KX_CHECK(up_k != nullptr && gate_k != nullptr && down_k != nullptr);
+  KX_CHECK(up_k != nullptr && gate_k != nullptr);
   const int gs = l.group_size;
   const auto n = static_cast<size_t>(l.n_embd);
   std::vector<double> y(n, 0.0);
@@ -66,7 +65,7 @@ void SparseFfnReference(const SparseFfnArgs& a, const uint32_t* decide, double* 
           decide != nullptr ? ((decide[i] >> j) & 1u) != 0 : std::fabs(av) > a.threshold;
       if (!kept) continue;
       keep |= 1u << j;
-      down_k->dequantize(b + l.down_offset() + j * l.down_row_bytes, down.data(), l.n_embd);
+      DequantizeDownColumn(l, b, j, down.data());
       for (size_t e = 0; e < n; ++e) y[e] += av * u * down[e];
     }
     if (a.kept != nullptr) a.kept[i] = keep;

@@ -51,8 +51,9 @@ kx::test::TinyModelSpec Spec(const std::string& arch) {
   return s;
 }
 
-// Per arch: the model, written once, and its sidecar (s = 0.5, groups of
-// 16), prepared the first time a sparse test needs it.
+// Per arch: the model, written once, and its sidecar (s = 0.5; llama: down
+// blocks, groups of 32; gemma3: down_t rows, groups of 16), prepared the
+// first time a sparse test needs it.
 struct Prepared {
   std::string model, sidecar;
 };
@@ -73,6 +74,10 @@ const Prepared& Tiny(const std::string& arch, bool with_sidecar) {
     o.sidecar_path = TempDir() + "/" + arch + ".kairox.gguf";
     o.sparsity = 0.5f;
     o.levels = {0.0f, 0.5f};
+    // Both bundle layouts run on the graph: llama's sidecar keeps the model's
+    // own down blocks (the default for its Q4_1), gemma3's has down_t rows.
+    o.down_layout = arch == "llama" ? kx::PrepareOptions::DownLayoutChoice::kBlocks
+                                    : kx::PrepareOptions::DownLayoutChoice::kRows;
     o.group_size = 16;
     o.n_threads = 2;
     o.calibration.token_budget = 400;

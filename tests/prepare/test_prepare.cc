@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -50,8 +52,10 @@ struct Prepared {
   kx::PrepareReport report;
 };
 
+// down = kQ4_1 with blocks: the model's own Q4_1 down blocks (GS 32); else
+// down_t rows of `down` (GS 16).
 Prepared PrepareTiny(const std::string& tag, kx::GgmlType down, float sparsity = 0.5f,
-                     bool predictors = true) {
+                     bool predictors = true, bool blocks = false) {
   Prepared p;
   p.model = TempDir() + "/" + tag + ".gguf";
   p.sidecar = TempDir() + "/" + tag + ".kairox.gguf";
@@ -66,6 +70,8 @@ Prepared PrepareTiny(const std::string& tag, kx::GgmlType down, float sparsity =
   o.group_size = 16;
   o.auto_down_type = false;
   o.down_type = down;
+  o.down_layout = blocks ? kx::PrepareOptions::DownLayoutChoice::kBlocks
+                         : kx::PrepareOptions::DownLayoutChoice::kRows;
   o.n_threads = 2;
   o.calibration.token_budget = 1500;
   o.calibration.max_new_tokens = 48;
@@ -179,6 +185,99 @@ TEST_CASE("sparse decode over bundles equals masked-dense (F32 down_t)") {
   CHECK(worst < 1e-3 * scale);
   // The same neurons were kept in both.
   CHECK(ref->sparse()->stats().kept == sparse->sparse()->stats().kept);
+}
+
+TEST_CASE("sparse decode over the model's own down blocks equals masked-dense") {
+  const Prepared p = PrepareTiny("blocks", kx::GgmlType::kQ4_1, 0.5f, true, /*blocks=*/true);
+  CHECK(p.report.down_layout == "blocks");
+  CHECK(p.report.group_size == 32);
+  kx::EngineOptions sparse_opts;
+  sparse_opts.sparsity = 0.0f;
+  kx::EngineOptions dense_masked = sparse_opts;
+  dense_masked.masked_dense = true;
+  auto ref = Load(p, dense_masked);
+  auto sparse = Load(p, sparse_opts);
+  REQUIRE(sparse->sparse()->sidecar().down_layout() == kx::sparse::DownLayout::kBlocks);
+  REQUIRE(sparse->sparse()->UsesBundles(1));
+  const auto prompt = kx::test::RandomTokens(13, 10);
+  const auto forced = kx::test::RandomTokens(14, 24);
+  const auto a = TeacherForced(*ref, prompt, forced);
+  const auto b = TeacherForced(*sparse, prompt, forced);
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, MaxAbsDiff(a[i], b[i]));
+    for (float v : a[i]) scale = std::max(scale, std::fabs(static_cast<double>(v)));
+  }
+  INFO("worst |logit diff| " << worst << " of max |logit| " << scale);
+  // The same bytes of ffn_down and the same 16-bit blocks of the hidden
+  // vector (groups are its blocks; masked neurons are 0 in both): only the
+  // order of the float sums differs, far below the F32 down_t case's bound.
+  CHECK(worst < 1e-4 * scale);
+  CHECK(ref->sparse()->stats().kept == sparse->sparse()->stats().kept);
+}
+
+TEST_CASE("a down-blocks sidecar is refused when its groups are not whole blocks") {
+  const Prepared p = PrepareTiny("blocks-bad", kx::GgmlType::kQ4_1, 0.5f, false, true);
+  auto model = kx::Model::Load(p.model);
+  REQUIRE(model.ok());
+  REQUIRE(kx::sparse::Sidecar::Open(p.sidecar, **model).ok());
+  std::ifstream in(p.sidecar, std::ios::binary);
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), {});
+  auto write = [&](const std::string& path, const std::vector<char>& b) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc).write(b.data(),
+                                                                   static_cast<std::streamsize>(b.size()));
+  };
+  // Two neurons of different blocks swapped in layer 1's permutation: still
+  // a permutation, but group 0 is no longer one block.
+  {
+    auto g = kx::GgufFile::Open(p.sidecar);
+    REQUIRE(g.ok());
+    const kx::GgufTensorInfo* t = g->FindTensor("blk.1.kairox.perm");
+    REQUIRE(t != nullptr);
+    std::vector<char> b = bytes;
+    const uint64_t at = g->data_offset() + t->offset;
+    int32_t first, other;
+    std::memcpy(&first, &b[at], 4);
+    std::memcpy(&other, &b[at + 4 * 40], 4);
+    std::memcpy(&b[at], &other, 4);
+    std::memcpy(&b[at + 4 * 40], &first, 4);
+    const std::string path = TempDir() + "/blocks-perm.kairox.gguf";
+    write(path, b);
+    auto s = kx::sparse::Sidecar::Open(path, **model);
+    REQUIRE_FALSE(s.ok());
+    CHECK_THAT(std::string(s.status().message()), Catch::Contains("not whole blocks"));
+    CHECK_THAT(std::string(s.status().message()), Catch::Contains("kairox-prepare"));
+  }
+  // An unknown down layout.
+  {
+    const std::string key = "blocks";
+    std::vector<char> b = bytes;
+    auto it = std::search(b.begin(), b.end(), key.begin(), key.end());
+    REQUIRE(it != b.end());
+    it[5] = 'z';
+    const std::string path = TempDir() + "/blocks-layout.kairox.gguf";
+    write(path, b);
+    auto s = kx::sparse::Sidecar::Open(path, **model);
+    REQUIRE_FALSE(s.ok());
+    CHECK_THAT(std::string(s.status().message()), Catch::Contains("down_layout 'blockz'"));
+  }
+  // A model whose ffn_down is not Q4_1 cannot have down blocks.
+  {
+    const std::string f32 = TempDir() + "/f32.gguf";
+    TinyModelSpec spec = Spec();
+    spec.weight_type = kx::GgmlType::kF32;
+    REQUIRE(kx::test::WriteTinyModel(f32, spec, nullptr).ok());
+    kx::PrepareOptions o;
+    o.model_path = f32;
+    o.sidecar_path = TempDir() + "/f32.kairox.gguf";
+    o.down_layout = kx::PrepareOptions::DownLayoutChoice::kBlocks;
+    o.train_predictors = false;
+    o.calibration.token_budget = 256;
+    o.calibration.max_new_tokens = 16;
+    auto rep = kx::Prepare(o);
+    REQUIRE_FALSE(rep.ok());
+    CHECK_THAT(std::string(rep.status().message()), Catch::Contains("--down-layout rows"));
+  }
 }
 
 TEST_CASE("masked-dense at sparsity 0 without predictor is exactly the dense model") {

@@ -37,10 +37,7 @@ TEST_CASE("the default model's sidecar: prepare, report, sparse decode") {
   o.sparsity = 0.3f;
   o.n_threads = 2;
   o.calibration.token_budget = 4096;
-  // Q8_0 down_t rows: the bundles' re-quantized down projection then differs
-  // from the model's Q4_1 ffn_down by less than Q4_1's own step.
-  o.auto_down_type = false;
-  o.down_type = kx::GgmlType::kQ8_0;
+  // The default layout for this Q4_1 model: its own ffn_down blocks.
   auto rep = kx::Prepare(o);
   INFO(rep.status().message());
   REQUIRE(rep.ok());
@@ -58,9 +55,13 @@ TEST_CASE("the default model's sidecar: prepare, report, sparse decode") {
   CHECK(beats == 30);
   CHECK(rep->bundle_bytes > 0);
 
-  // Decode over bundles vs masked-dense: the same predictor decisions; they
-  // differ by down_t's re-quantization and by neurons whose |act| sits within
-  // a rounding error of the threshold.
+  // Decode over bundles vs masked-dense: the same predictor decisions and the
+  // same ffn_down bytes (down blocks); they differ by the order of the float
+  // sums, which moves neurons whose |act| sits within a rounding error of the
+  // threshold to the other side in later layers and tokens. (With Q8_0
+  // down_t rows the same check gave mean 0.9974, worst 0.9911 with 16 fixed
+  // chunks and 0.9938 / 0.9607 with one chunk per thread: PPL was 37.558 for
+  // both, so the worst step is sensitive to summation order, not to a bug.)
   kx::EngineOptions eo;
   eo.n_threads = 2;
   eo.sidecar = sidecar;

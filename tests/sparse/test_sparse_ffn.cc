@@ -46,18 +46,19 @@ WeightRef Ref(const std::vector<uint8_t>& data, GgmlType t, int64_t n_in, int64_
   return w;
 }
 
+// kBlocks: GS 32, down_t = wt = Q4_1, the block permutation (groups = the
+// down blocks); kRows: a random permutation.
 Layer MakeLayer(int64_t n_embd, int64_t n_ff, int gs, GgmlType wt, GgmlType down_t,
-                std::mt19937_64& rng) {
+                std::mt19937_64& rng, sparse::DownLayout down = sparse::DownLayout::kRows) {
   Layer L;
-  auto l = sparse::MakeBundleLayout(n_embd, n_ff, gs, wt, wt, down_t);
+  auto l = sparse::MakeBundleLayout(n_embd, n_ff, gs, wt, wt, down_t, down);
   REQUIRE(l.ok());
   L.layout = *l;
   L.up = RandomRows(wt, n_embd, n_ff, rng);
   L.gate = RandomRows(wt, n_embd, n_ff, rng);
   L.down = RandomRows(wt, n_ff, n_embd, rng);
-  std::vector<int32_t> perm(static_cast<size_t>(n_ff));
-  std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<int32_t> perm = sparse::BlockPermutation(n_ff);
+  if (down == sparse::DownLayout::kRows) std::shuffle(perm.begin(), perm.end(), rng);
   L.packed.resize(L.layout.bundle_stride * L.layout.n_groups);
   REQUIRE(sparse::PackBundles(Ref(L.up, wt, n_embd, n_ff), Ref(L.gate, wt, n_embd, n_ff),
                               Ref(L.down, wt, n_ff, n_embd), perm, L.layout, L.packed.data())
@@ -250,19 +251,38 @@ OracleCounts CheckAgainstOracle(const Layer& L, const Predicted& p, const std::v
 
   // y bound: Σ δcoef·|down| + the down chain's float rounding.
   const double chain = 2.0 * 8.0 * kF32Eps;  // per term; times chain length below
+  // kBlocks also quantizes each group's coefficients to 16 bits: at most
+  // half a step, max|c|/32767/2, per coefficient.
+  const bool blocks = l.down == sparse::DownLayout::kBlocks;
   std::vector<double> bound(n, 0.0), abs_terms(n, 0.0);
   int64_t n_kept = 0;
   for (int i = 0; i < ng; ++i) {
-    const uint8_t* b = L.bundles[static_cast<size_t>(p.groups[static_cast<size_t>(i)])];
+    const int gid = p.groups[static_cast<size_t>(i)];
+    const uint8_t* b = L.bundles[static_cast<size_t>(gid)];
+    const auto block = static_cast<int64_t>(static_cast<uint64_t>(b - L.packed.data()) /
+                                            l.bundle_stride);
+    double half_step = 0.0;
+    for (int j = 0; j < gs && blocks; ++j) {
+      const size_t s = static_cast<size_t>(i) * gs + j;
+      if (((kept[i] >> j) & 1u) == 0) continue;
+      half_step = std::max(half_step, (std::fabs(act_v[s] * up_v[s]) + coef_err[s]) / 32767.0 *
+                                          0.5 * (1.0 + 4.0 * kF32Eps));
+    }
     for (int j = 0; j < gs; ++j) {
       if (((kept[i] >> j) & 1u) == 0) continue;
       ++n_kept;
       const size_t s = static_cast<size_t>(i) * gs + j;
-      const uint8_t* row = b + l.down_offset() + j * l.down_row_bytes;
-      const double c = std::fabs(act_v[s] * up_v[s]) + coef_err[s];
+      const double c = std::fabs(act_v[s] * up_v[s]) + coef_err[s] + half_step;
       for (size_t e = 0; e < n; ++e) {
-        const double w = AbsTermWeight(l.down_type, row, static_cast<int64_t>(e));
-        bound[e] += coef_err[s] * w;
+        // kBlocks keeps ffn_down as it is: the bundle at packed slot k
+        // (MakeLayer places bundles in scrambled order) holds block k.
+        const double w =
+            blocks ? AbsTermWeight(l.down_type,
+                                   L.down.data() + e * RowBytes(l.down_type, gs * l.n_groups),
+                                   block * gs + j)
+                   : AbsTermWeight(l.down_type, b + l.down_offset() + j * l.down_row_bytes,
+                                   static_cast<int64_t>(e));
+        bound[e] += (coef_err[s] + half_step) * w;
         abs_terms[e] += c * w;
       }
     }
@@ -304,6 +324,19 @@ TEST_CASE("sparse FFN matches the oracle across group sizes, sparsities, activat
             CheckAgainstOracle(L, p, RandomInput(n_embd, rng), act, threshold, cpu::Kernels());
           }
         }
+      }
+    }
+  }
+  // The model's own Q4_1 down blocks (GS 32, groups = blocks).
+  const Layer L = MakeLayer(n_embd, n_ff, 32, GgmlType::kQ4_1, GgmlType::kQ4_1, rng,
+                            sparse::DownLayout::kBlocks);
+  for (double frac : {0.0, 0.01, 0.5, 0.9, 1.0}) {
+    const Predicted p = Predict(L.layout, frac, rng);
+    for (FfnActivation act : acts) {
+      for (float threshold : {0.0f, 0.05f}) {
+        INFO("down blocks active " << frac << " act " << static_cast<int>(act) << " threshold "
+                                   << threshold);
+        CheckAgainstOracle(L, p, RandomInput(n_embd, rng), act, threshold, cpu::Kernels());
       }
     }
   }
@@ -371,6 +404,11 @@ TEST_CASE("sparse FFN matches the oracle on every ISA's kernels", "[sparse][ffn]
       const Predicted p = Predict(L.layout, 0.3, rng);
       CheckAgainstOracle(L, p, RandomInput(576, rng), FfnActivation::kSilu, 0.02f, *t);
     }
+    INFO(IsaName(isa) << " down blocks");
+    const Layer L = MakeLayer(576, 1536, 32, GgmlType::kQ4_1, GgmlType::kQ4_1, rng,
+                              sparse::DownLayout::kBlocks);
+    const Predicted p = Predict(L.layout, 0.3, rng);
+    CheckAgainstOracle(L, p, RandomInput(576, rng), FfnActivation::kSilu, 0.02f, *t);
   }
 }
 
@@ -440,6 +478,68 @@ TEST_CASE("sparse FFN with every neuron active equals the dense FFN", "[sparse][
       REQUIRE(std::fabs(static_cast<double>(y[static_cast<size_t>(e)]) -
                         dense[static_cast<size_t>(e)]) <= tol);
     }
+  }
+}
+
+// Down blocks with every neuron active: the dense FFN's arithmetic exactly
+// (h quantized per block of 32 neurons, the same integer dots with the same
+// ffn_down bytes), summed in another order: only float rounding differs.
+TEST_CASE("sparse FFN over down blocks with every neuron active equals the dense FFN",
+          "[sparse][ffn][down_blocks]") {
+  auto rng = SeededRng(7305);
+  const int64_t n_embd = 576, n_ff = 1536;
+  const GgmlType wt = GgmlType::kQ4_1;
+  const cpu::KernelTable& k = cpu::Kernels();
+  const cpu::TypeKernels* tk = k.For(wt);
+  const Layer L = MakeLayer(n_embd, n_ff, 32, wt, wt, rng, sparse::DownLayout::kBlocks);
+  for (FfnActivation act : {FfnActivation::kSilu, FfnActivation::kGeluTanh, FfnActivation::kRelu}) {
+    INFO("activation " << FfnActivationName(act));
+    const std::vector<float> x = RandomInput(n_embd, rng);
+    std::vector<uint8_t> ax(tk->act_bytes(n_embd)), ah(tk->act_bytes(n_ff));
+    tk->quantize_act(x.data(), n_embd, ax.data());
+    std::vector<float> g(static_cast<size_t>(n_ff)), u(g.size()), h(g.size());
+    tk->matvec(L.gate.data(), RowBytes(wt, n_embd), n_embd, n_ff, ax.data(), g.data());
+    tk->matvec(L.up.data(), RowBytes(wt, n_embd), n_embd, n_ff, ax.data(), u.data());
+    for (size_t i = 0; i < h.size(); ++i) h[i] = ActivatedValue(act, 0.0f, g[i], u[i]) * u[i];
+    tk->quantize_act(h.data(), n_ff, ah.data());
+    std::vector<float> dense(static_cast<size_t>(n_embd));
+    tk->matvec(L.down.data(), RowBytes(wt, n_ff), n_ff, n_embd, ah.data(), dense.data());
+
+    const Predicted p = Predict(L.layout, 1.0, rng);
+    std::vector<float> y(static_cast<size_t>(n_embd) + kGuard, kPoison);
+    SparseFfnArgs a;
+    a.layout = &L.layout;
+    a.bundles = L.bundles.data();
+    a.groups = p.groups.data();
+    a.n_groups = static_cast<int>(p.groups.size());
+    a.masks = p.masks.data();
+    a.x = x.data();
+    a.act = act;
+    a.y = y.data();
+    SparseFfn ffn(k, n_embd, static_cast<int>(n_ff), 2);
+    ThreadPool pool(2);
+    ffn.Run(a, pool);
+    for (int e = 0; e < kGuard; ++e) REQUIRE(y[static_cast<size_t>(n_embd + e)] == kPoison);
+    std::vector<double> hq(h.size());
+    for (size_t i = 0; i < h.size(); ++i) hq[i] = ActAt(wt, ah.data(), static_cast<int64_t>(i));
+    int64_t differ = 0;
+    for (int64_t e = 0; e < n_embd; ++e) {
+      const uint8_t* row = L.down.data() + e * RowBytes(wt, n_ff);
+      double abs_sum = 0;
+      for (int64_t i = 0; i < n_ff; ++i) {
+        abs_sum += AbsTermWeight(wt, row, i) * std::fabs(hq[static_cast<size_t>(i)]);
+      }
+      // Dense: lanes of n_ff/32-block chains; blocks: 2 fmas per group in sequence.
+      const double tol = 2.0 * static_cast<double>(2 * n_ff / 32 + 24) * kF32Eps * abs_sum;
+      const double d = std::fabs(static_cast<double>(y[static_cast<size_t>(e)]) -
+                                 dense[static_cast<size_t>(e)]);
+      INFO("e=" << e << " blocks " << y[static_cast<size_t>(e)] << " dense "
+                << dense[static_cast<size_t>(e)] << " tol " << tol);
+      REQUIRE(d <= tol);
+      differ += d > 0.0 ? 1 : 0;
+    }
+    // Not a tautology: the two paths sum in different orders somewhere.
+    CHECK(differ > 0);
   }
 }
 

@@ -36,14 +36,17 @@ std::string TempDir() {
 
 struct Prepared {
   std::string model, sidecar;
+  std::string blocks_sidecar;  // the same model's down-blocks sidecar (16 groups of 32)
 };
 
-// Built once: 3 layers, n_ff 512 in 32 groups of 16, s = 0.5.
+// Built once: 3 layers, n_ff 512 in 32 groups of 16 (down_t rows), s = 0.5;
+// and a down-blocks sidecar of the same model.
 const Prepared& Tiny() {
   static const Prepared p = [] {
     Prepared r;
     r.model = TempDir() + "/tier.gguf";
     r.sidecar = TempDir() + "/tier.kairox.gguf";
+    r.blocks_sidecar = TempDir() + "/tier-blocks.kairox.gguf";
     kx::test::TinyModelSpec s;
     s.n_layer = 3;
     s.n_embd = 64;
@@ -57,6 +60,7 @@ const Prepared& Tiny() {
     o.sidecar_path = r.sidecar;
     o.sparsity = 0.5f;
     o.levels = {0.0f, 0.5f, 0.8f};
+    o.down_layout = kx::PrepareOptions::DownLayoutChoice::kRows;
     o.group_size = 16;
     o.n_threads = 2;
     o.calibration.token_budget = 1200;
@@ -67,6 +71,12 @@ const Prepared& Tiny() {
     auto rep = kx::Prepare(o);
     INFO(rep.status().message());
     REQUIRE(rep.ok());
+    o.sidecar_path = r.blocks_sidecar;
+    o.down_layout = kx::PrepareOptions::DownLayoutChoice::kBlocks;
+    auto blocks = kx::Prepare(o);
+    INFO(blocks.status().message());
+    REQUIRE(blocks.ok());
+    REQUIRE(blocks->down_layout == "blocks");
     return r;
   }();
   return p;
@@ -75,7 +85,7 @@ const Prepared& Tiny() {
 absl::StatusOr<std::unique_ptr<kx::Engine>> Load(kx::EngineOptions o) {
   o.n_threads = 2;
   o.n_ctx = 128;
-  o.sidecar = Tiny().sidecar;
+  if (o.sidecar.empty()) o.sidecar = Tiny().sidecar;
   return kx::Engine::Load(Tiny().model, o);
 }
 
@@ -148,6 +158,40 @@ TEST_CASE("the tier computes exactly what the all-in-RAM sparse path computes") 
 // is still writing), which ThreadSanitizer rightly reports: it is compiled
 // only outside TSan builds (the release and ASan runs execute it).
 #if !defined(__SANITIZE_THREAD__)
+TEST_CASE("the tier over down-blocks bundles computes what the all-in-RAM path computes") {
+  kx::EngineOptions ram;
+  ram.sidecar = Tiny().blocks_sidecar;
+  auto e = Load(ram);
+  INFO(e.status().message());
+  REQUIRE(e.ok());
+  REQUIRE((*e)->sparse()->sidecar().down_layout() == kx::sparse::DownLayout::kBlocks);
+  const auto ref = Run(**e, Sequence());
+  // Not the rows sidecar's model: the down projection is the model's own.
+  CHECK(MaxAbsDiff(ref, Reference()) > 0.0);
+  for (const char* budget : {"100%", "50%", "10%"}) {
+    for (const char* policy : {"static", "lru", "tam-adaptive"}) {
+      DYNAMIC_SECTION(budget << " " << policy) {
+        kx::EngineOptions o = ram;
+        o.ram_budget = budget;
+        o.policy = policy;
+        auto t = Load(o);
+        INFO(t.status().message());
+        REQUIRE(t.ok());
+        kx::BundleTier* tier = (*t)->sparse()->tier();
+        REQUIRE(tier != nullptr);
+        CHECK(MaxAbsDiff(Run(**t, Sequence()), ref) == 0.0);
+        if (std::string(budget) == "100%") {
+          CHECK(tier->slots_per_layer() == 16);
+        } else {
+          CHECK(tier->slots_per_layer() < 16);
+          CHECK(tier->stats().bytes_read > 0);
+        }
+        CHECK((*t)->ram_budget().used() <= (*t)->ram_budget().limit());
+      }
+    }
+  }
+}
+
 TEST_CASE("negative control: computing without waiting for reads changes the logits") {
   const auto& ref = Reference();
   kx::EngineOptions o;
