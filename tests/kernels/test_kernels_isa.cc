@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,59 @@ TEST_CASE("quantize_act and dequantize are identical on every ISA", "[kernels][i
         REQUIRE(std::memcmp(d0.data(), d1.data(), d0.size() * sizeof(float)) == 0);
         CheckGuard(d0, n);
       }
+    }
+  }
+}
+
+// The SIMD quantizers (AVX-512's is vectorized) on the inputs where a
+// different operation order would show: all-zero, NaN, ±inf, subnormal and
+// huge blocks, values landing exactly on a half step, and -0.
+TEST_CASE("quantize_act is identical on every ISA at the edges", "[kernels][isa]") {
+  auto rng = SeededRng(102);
+  const KernelTable* ref = cpu::KernelsFor(Isa::kScalar);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float sub = std::numeric_limits<float>::denorm_min();
+  std::vector<std::vector<float>> blocks;
+  blocks.push_back(std::vector<float>(32, 0.0f));
+  blocks.push_back(std::vector<float>(32, -0.0f));
+  std::vector<float> b = RandomActs(32, rng);
+  b[3] = nan;
+  blocks.push_back(b);
+  b = RandomActs(32, rng);
+  b[7] = inf;
+  blocks.push_back(b);
+  b = RandomActs(32, rng);
+  b[0] = -inf;
+  b[1] = inf;
+  blocks.push_back(b);
+  blocks.push_back(std::vector<float>(32, nan));
+  b.assign(32, sub);
+  b[5] = -3 * sub;
+  blocks.push_back(b);
+  b = RandomActs(32, rng);
+  for (float& v : b) v *= 3e37f;
+  blocks.push_back(b);
+  // amax 32767 → d = 1: k + 0.5 lands on a tie, rounded to even.
+  b.assign(32, 0.0f);
+  b[0] = 32767.0f;
+  for (int i = 1; i < 32; ++i) b[i] = static_cast<float>(i * 97 % 2000) - 1000.5f;
+  blocks.push_back(b);
+  std::vector<float> x;
+  for (const auto& blk : blocks) x.insert(x.end(), blk.begin(), blk.end());
+  const auto n = static_cast<int64_t>(x.size());
+  for (Isa isa : kSimdIsas) {
+    const KernelTable* t = cpu::KernelsFor(isa);
+    if (t == nullptr) continue;
+    for (GgmlType ty : {GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_K}) {
+      INFO(IsaName(isa) << " " << TypeName(ty));
+      const TypeKernels* k = t->For(ty);
+      const TypeKernels* r = ref->For(ty);
+      const int64_t m = ty == GgmlType::kQ4_K ? 256 : n;  // K-quants take 256-element rows
+      std::vector<uint8_t> a(k->act_bytes(m) + kGuard, 0xA5), c(a);
+      k->quantize_act(x.data(), m, a.data());
+      r->quantize_act(x.data(), m, c.data());
+      REQUIRE(a == c);
     }
   }
 }

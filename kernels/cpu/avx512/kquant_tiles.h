@@ -156,7 +156,7 @@ struct KQuantEntry {
   }
 
   static constexpr TypeKernels Make(void (*dequantize)(const void*, float*, int64_t)) {
-    return {L::kType, &Q16AActBytes, &QuantizeQ16A, &Matvec, &Matmul, dequantize};
+    return {L::kType, &Q16AActBytes, &QuantizeQ16AVec, &Matvec, &Matmul, dequantize};
   }
 };
 

@@ -38,7 +38,7 @@ struct LegacyKernels {
   template <class L, class D>
   static constexpr TypeKernels Make(void (*dequantize)(const void*, float*, int64_t)) {
     using E = Q16AEntry<LegacyWide<L, D>, kVnni>;
-    return {L::kType, &Q16AActBytes, &QuantizeQ16A, &E::Matvec, &E::Matmul, dequantize};
+    return {L::kType, &Q16AActBytes, &QuantizeQ16AVec, &E::Matvec, &E::Matmul, dequantize};
   }
 };
 

@@ -4,7 +4,7 @@
 namespace kx::cpu::avx512 {
 
 const TypeKernels kQ4_1 = {GgmlType::kQ4_1,          &Q16AActBytes,
-                           &QuantizeQ16A,             &Q4_1Entry<false>::Matvec,
+                           &QuantizeQ16AVec,             &Q4_1Entry<false>::Matvec,
                            &Q4_1Entry<false>::Matmul, &ref::DequantizeQ4_1};
 
 }  // namespace kx::cpu::avx512

@@ -5,7 +5,7 @@ namespace kx::cpu::avx512 {
 
 const TypeKernels kQ4_1VnniVbmi = {GgmlType::kQ4_1,
                                    &Q16AActBytes,
-                                   &QuantizeQ16A,
+                                   &QuantizeQ16AVec,
                                    &Q16AEntry<Q4_1WideVbmi, true>::Matvec,
                                    &Q16AEntry<Q4_1WideVbmi, true>::Matmul,
                                    &ref::DequantizeQ4_1};

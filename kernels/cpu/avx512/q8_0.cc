@@ -4,7 +4,7 @@
 namespace kx::cpu::avx512 {
 
 const TypeKernels kQ8_0 = {GgmlType::kQ8_0,          &Q16AActBytes,
-                           &QuantizeQ16A,             &Q8_0Entry<false>::Matvec,
+                           &QuantizeQ16AVec,             &Q8_0Entry<false>::Matvec,
                            &Q8_0Entry<false>::Matmul, &ref::DequantizeQ8_0};
 
 }  // namespace kx::cpu::avx512

@@ -4,7 +4,7 @@
 namespace kx::cpu::avx512 {
 
 const TypeKernels kQ8_0Vnni = {GgmlType::kQ8_0,         &Q16AActBytes,
-                               &QuantizeQ16A,            &Q8_0Entry<true>::Matvec,
+                               &QuantizeQ16AVec,            &Q8_0Entry<true>::Matvec,
                                &Q8_0Entry<true>::Matmul, &ref::DequantizeQ8_0};
 
 }  // namespace kx::cpu::avx512

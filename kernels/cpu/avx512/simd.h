@@ -16,6 +16,10 @@
 
 namespace kx::cpu::avx512 {
 
+// QuantizeQ16A (internal.h) vectorized, byte for byte the same (q16a_quant.cc):
+// the AVX-512 tables' quantize_act.
+void QuantizeQ16AVec(const float* x, int64_t n, void* dst);
+
 inline uint32_t LoadU32(const void* p) {
   uint32_t v;
   std::memcpy(&v, p, sizeof v);

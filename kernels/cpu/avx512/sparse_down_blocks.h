@@ -17,30 +17,6 @@
 
 namespace kx::cpu::avx512 {
 
-// QuantizeQ16A of 32 coefficients, vectorized with the same operations
-// (IEEE division, round half to even, NaN to -32767), so the same bits:
-// the scalar quantizer's 32 divisions cost more than a group's down tiles.
-inline void QuantizeCoefQ16A(const float* x, BlockQ16A* out) {
-  const __m512 lo = _mm512_loadu_ps(x), hi = _mm512_loadu_ps(x + 16);
-  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
-  const float d = amax / static_cast<float>(kQ16AMax);
-  out->d = d;
-  if (d == 0.0f) {
-    out->s = 0.0f;
-    return;
-  }
-  const __m512 vd = _mm512_set1_ps(d);
-  const __m512 qmax = _mm512_set1_ps(static_cast<float>(kQ16AMax));
-  const __m512 qmin = _mm512_set1_ps(-static_cast<float>(kQ16AMax));
-  // max(v, qmin) returns qmin for a NaN v, as the scalar quantizer does.
-  const __m512i qlo = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_div_ps(lo, vd), qmin), qmax));
-  const __m512i qhi = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_div_ps(hi, vd), qmin), qmax));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out->qs), _mm512_cvtepi32_epi16(qlo));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out->qs + 16), _mm512_cvtepi32_epi16(qhi));
-  const int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(qlo, qhi));  // exact: < 2^24
-  out->s = d * static_cast<float>(sum);
-}
-
 template <bool kVnni>
 void DownBlocksQ4_1(const uint8_t* const* parts, const float* coef, int64_t n_groups, int64_t i0,
                     int64_t i1, float* y) {
@@ -49,7 +25,7 @@ void DownBlocksQ4_1(const uint8_t* const* parts, const float* coef, int64_t n_gr
   const __m512i low = _mm512_set1_epi16(0x0f);
   for (int64_t g = 0; g < n_groups; ++g) {
     BlockQ16A c;
-    QuantizeCoefQ16A(coef + g * kDownBlocksGroup, &c);
+    QuantizeQ16AVec(coef + g * kDownBlocksGroup, kDownBlocksGroup, &c);
     if (c.d == 0.0f) continue;
     __m512i xlo[8], xhi[8];
     for (int k = 0; k < 8; ++k) {
