@@ -298,7 +298,13 @@ absl::StatusOr<PrepareReport> Prepare(const PrepareOptions& opt_in) {
         L.pred_threshold = h.threshold;
         L.w1 = h.w1;
         L.b1 = h.b1;
-        L.w2 = PermuteRows(h.w2, L.perm, static_cast<size_t>(h.rank));
+        const std::vector<uint16_t> w2 = PermuteRows(h.w2, L.perm, static_cast<size_t>(h.rank));
+        L.w2t.resize(w2.size());
+        for (int n = 0; n < hp.n_ff; ++n) {
+          for (int k = 0; k < h.rank; ++k) {
+            L.w2t[static_cast<size_t>(k) * hp.n_ff + n] = w2[static_cast<size_t>(n) * h.rank + k];
+          }
+        }
         L.b2 = PermuteRows(h.b2, L.perm, 1);
       }
       Report(o, "predictors", l + 1, hp.n_layer);
@@ -327,7 +333,7 @@ absl::StatusOr<PrepareReport> Prepare(const PrepareOptions& opt_in) {
   }
   for (const auto& L : sd.layers) {
     if (L.has_predictor) {
-      rep.predictor_bytes += 2 * (L.w1.size() + L.w2.size()) + 4 * (L.b1.size() + L.b2.size());
+      rep.predictor_bytes += 2 * (L.w1.size() + L.w2t.size()) + 4 * (L.b1.size() + L.b2.size());
     }
   }
   rep.seconds_bundles = Seconds(t0);

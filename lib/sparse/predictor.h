@@ -190,6 +190,10 @@ struct PredictorView {
   const uint16_t* w1 = nullptr;  // rank × n_in
   const float* b1 = nullptr;     // rank
   const uint16_t* w2 = nullptr;  // n_out × rank
+  // Or W2 transposed, rank × n_out (the sidecar's layout): then the second
+  // layer is rank axpys over n_out outputs, not n_out dots of rank elements
+  // (short rows leave a dot kernel's per-row reduction as the whole cost).
+  const uint16_t* w2t = nullptr;
   const float* b2 = nullptr;     // n_out
   float threshold = 0.5f;
 };

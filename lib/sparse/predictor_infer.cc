@@ -1,4 +1,5 @@
 // Decode-time predictor: F16 weights through the CPU kernel table.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -78,6 +79,12 @@ void RunPredictorRows(const PredictorView& p, const cpu::KernelTable& kernels, c
                       int row_begin, int row_end, float* logits) {
   KX_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= p.n_out);
   if (row_begin == row_end) return;
+  if (p.w2t != nullptr) {
+    std::copy(p.b2 + row_begin, p.b2 + row_end, logits + row_begin);
+    kernels.vec.axpy_f16_rows(hidden, p.w2t + row_begin, static_cast<size_t>(p.n_out), p.rank,
+                              logits + row_begin, row_end - row_begin);
+    return;
+  }
   const cpu::TypeKernels& tk = F16Kernels(kernels, p.rank);
   const size_t row_bytes = static_cast<size_t>(p.rank) * kHalfBytes;
   tk.matvec(p.w2 + static_cast<int64_t>(row_begin) * p.rank, row_bytes, p.rank, row_end - row_begin,

@@ -92,8 +92,8 @@ absl::Status WriteSidecar(const SidecarData& d, const std::string& path) {
                                          L.w1.data(), L.w1.size() * sizeof(uint16_t)));
       KX_RETURN_IF_ERROR(w.AddTensorView(LayerKey(l, "pred.b1"), GgmlType::kF32, {r},
                                          L.b1.data(), L.b1.size() * sizeof(float)));
-      KX_RETURN_IF_ERROR(w.AddTensorView(LayerKey(l, "pred.w2"), GgmlType::kF16, {r, n_ff},
-                                         L.w2.data(), L.w2.size() * sizeof(uint16_t)));
+      KX_RETURN_IF_ERROR(w.AddTensorView(LayerKey(l, "pred.w2"), GgmlType::kF16, {n_ff, r},
+                                         L.w2t.data(), L.w2t.size() * sizeof(uint16_t)));
       KX_RETURN_IF_ERROR(w.AddTensorView(LayerKey(l, "pred.b2"), GgmlType::kF32, {n_ff},
                                          L.b2.data(), L.b2.size() * sizeof(float)));
       w.SetF32(LayerKey(l, "pred.threshold"), L.pred_threshold);
@@ -272,6 +272,10 @@ absl::StatusOr<std::unique_ptr<const Sidecar>> Sidecar::Open(const std::string& 
       }
       auto w1 = tensor("pred.w1", GgmlType::kF16, hp.n_embd * rank);
       auto b1 = tensor("pred.b1", GgmlType::kF32, rank);
+      const GgufTensorInfo* t2 = f.FindTensor(LayerKey(l, "pred.w2"));
+      if (t2 == nullptr || t2->ne[0] != nff || t2->ne[1] != rank) {
+        return bad(absl::StrCat("layer ", l, ": predictor w2 is not ", rank, " rows of ", nff));
+      }
       auto w2 = tensor("pred.w2", GgmlType::kF16, rank * nff);
       auto b2 = tensor("pred.b2", GgmlType::kF32, nff);
       for (const auto* st : {&w1, &b1, &w2, &b2}) {
@@ -286,7 +290,7 @@ absl::StatusOr<std::unique_ptr<const Sidecar>> Sidecar::Open(const std::string& 
       L.predictor.n_out = nff;
       L.predictor.w1 = reinterpret_cast<const uint16_t*>(*w1);
       L.predictor.b1 = reinterpret_cast<const float*>(*b1);
-      L.predictor.w2 = reinterpret_cast<const uint16_t*>(*w2);
+      L.predictor.w2t = reinterpret_cast<const uint16_t*>(*w2);
       L.predictor.b2 = reinterpret_cast<const float*>(*b2);
       L.predictor.threshold = static_cast<float>(*thr);
     }

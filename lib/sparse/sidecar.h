@@ -30,7 +30,9 @@
 //          blk.N.kairox.bundle_types     [u32] {up, gate, down} ggml types of the bundles
 //          blk.N.kairox.bundles          I8  [n_groups·stride]  one bundle per group (bundle.h)
 //          blk.N.kairox.pred.w1 F16 [n_in, rank], .b1 F32 [rank],
-//          blk.N.kairox.pred.w2 F16 [rank, n_ff] (rows permuted), .b2 F32 [n_ff] (permuted)
+//          blk.N.kairox.pred.w2 F16 [n_ff, rank] (rank rows of n_ff: W2 transposed, so
+//                                decode adds rank scaled rows; columns permuted),
+//                                .b2 F32 [n_ff] (permuted)
 //          blk.N.kairox.pred.threshold   f32   probability threshold of the predictor
 // The file is aligned to 4096 bytes so each layer's bundles start on a page
 // (O_DIRECT reads of groups need no copy of the file's head).
@@ -52,7 +54,8 @@ class Model;
 
 namespace kx::sparse {
 
-// 2: kairox.down_layout (version 1 sidecars were all "rows").
+// 2: kairox.down_layout (version 1 sidecars were all "rows"); pred.w2 stored
+//    transposed (rank rows of n_ff).
 inline constexpr uint32_t kSidecarVersion = 2;
 inline constexpr uint64_t kSidecarAlignment = 4096;
 
@@ -73,7 +76,9 @@ struct SidecarLayerData {
   bool has_predictor = false;
   int pred_rank = 0;
   float pred_threshold = 0.5f;
-  std::vector<uint16_t> w1, w2;   // F16; w2 rows and b2 in permuted order
+  // F16. w2t: rank rows of n_ff (w2 transposed), its columns and b2 in
+  // permuted order.
+  std::vector<uint16_t> w1, w2t;
   std::vector<float> b1, b2;
 };
 

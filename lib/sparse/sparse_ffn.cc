@@ -216,14 +216,14 @@ int64_t SparseFfn::Keep(const SparseFfnArgs& a, int64_t ib, int64_t ie) {
     float* u = gate_up_.data() + i * 2 * gs;
     float* g = u + gs;
     const uint32_t predicted = a.masks[i] & full;
-    uint32_t keep = 0;
-    for (uint32_t m = predicted; m != 0; m &= m - 1) {
-      const int j = __builtin_ctz(m);
-      // ReLU family: av == 0 exactly when inactive, so threshold 0 (or t) keeps the rest.
-      const float av = ActivatedValue(a.act, a.act_threshold, g[j], u[j]);
-      g[j] = av;
-      if (std::fabs(av) > a.threshold) keep |= 1u << j;
-    }
+    // act over the whole group, one vectorizable pass (the slots of
+    // unpredicted neurons hold finite leftovers and are never read); then
+    // the cut. ReLU family: av == 0 exactly when inactive, so threshold 0 (or
+    // t) keeps the rest.
+    FfnActivationOnly(a.act, a.act_threshold, g, u, gs);
+    uint32_t cut = 0;
+    for (int j = 0; j < gs; ++j) cut |= static_cast<uint32_t>(std::fabs(g[j]) > a.threshold) << j;
+    const uint32_t keep = predicted & cut;
     kept[i] = keep;
     if (blocks) {
       if (keep == 0) continue;

@@ -99,6 +99,24 @@ TEST_CASE("RunPredictor matches a float loop on every ISA", "[predictor]") {
     RunPredictorRows(h.View(), *kt, hidden.data(), 100, kOut, split.data());
     for (int n = 0; n < kOut; ++n) REQUIRE(split[n] == logits[n]);
     REQUIRE(split[kOut] == kPoison);
+    // The sidecar's layout: W2 transposed (rank rows of n_out), whole and
+    // split, against the same reference.
+    std::vector<uint16_t> w2t(h.w2.size());
+    for (int n = 0; n < kOut; ++n) {
+      for (int k = 0; k < kRank; ++k) w2t[k * kOut + n] = h.w2[n * kRank + k];
+    }
+    PredictorView vt = h.View();
+    vt.w2 = nullptr;
+    vt.w2t = w2t.data();
+    std::vector<float> lt(kOut + kGuard, kPoison), lt_split(kOut + kGuard, kPoison);
+    RunPredictor(vt, *kt, x.data(), hidden.data(), lt.data());
+    RunPredictorRows(vt, *kt, hidden.data(), 0, 100, lt_split.data());
+    RunPredictorRows(vt, *kt, hidden.data(), 100, kOut, lt_split.data());
+    for (int n = 0; n < kOut; ++n) {
+      REQUIRE(lt[n] == Approx(ref_z[n]).margin(1e-4));
+      REQUIRE(lt_split[n] == lt[n]);
+    }
+    for (int g = 0; g < kGuard; ++g) REQUIRE(lt[kOut + g] == kPoison);
   }
   CHECK(tested >= 1);
 }
