@@ -8,7 +8,7 @@
 //    stream once, the software prefetch running on along its whole run list
 //    (down rows included) while the down projections compute, instead of a
 //    second, compute-bound pass over rows fetched earlier to L2. y is the
-//    sum of the partials in chunk order. One chunk per thread: 16 fixed
+//    sum of the partials in chunk order. Two chunks per thread: 16 fixed
 //    chunks cost ~0.03-0.05x of the dense FFN's time on 2 threads (the
 //    partials another core wrote are read back at the end), measured with
 //    bench_sparse_ffn -t 2 at 100 % active.
@@ -40,8 +40,13 @@ constexpr int64_t kMaxBlock = 256;
 // SmolLM2's layer from DRAM: 2x faster gate/up than without).
 constexpr uint64_t kLine = 64;
 
-// Most chunks of the fused path (sparse_ffn.cc's top): one per thread, up
-// to this; each adds one n_embd partial to reduce.
+// Chunks of the fused path (sparse_ffn.cc's top): two per thread, so that a
+// thread busy beside the FFN (decode runs the next layer's predictor next
+// to it) leaves a share to the others, up to kMaxChunks; each adds one
+// n_embd partial to reduce. Measured on SmolLM2's decode, 2 threads: the
+// sparse FFN 1.91 ms/token with one chunk per thread, 1.78 with two, 1.80
+// with four (medians of 3 interleaved kairox-bench runs).
+constexpr int kChunksPerThread = 2;
 constexpr int kMaxChunks = 16;
 // The largest group size MakeBundleLayout accepts (bundle.h).
 constexpr int kMaxGroupSize = 32;
@@ -132,7 +137,8 @@ SparseFfn::SparseFfn(const cpu::KernelTable& kernels, int64_t n_embd_max, int ma
   kept_.resize(rows);  // ≥ the number of groups of any group size
   counts_.resize(static_cast<size_t>(n_threads_));
   partial_stride_ = (n_embd_max + kColumnAlign - 1) / kColumnAlign * kColumnAlign;
-  partial_.resize(static_cast<size_t>(std::min(n_threads_, kMaxChunks) * partial_stride_));
+  partial_.resize(static_cast<size_t>(std::min(kChunksPerThread * n_threads_, kMaxChunks) *
+                                     partial_stride_));
 }
 
 namespace {
@@ -373,7 +379,7 @@ void SparseFfn::Begin(const SparseFfnArgs& a, int n_parts) {
   call_.axpy = axpy;
   call_.down_blocks = down_blocks;
   call_.runs_fn = l.up_type == l.gate_type ? kernels_.MatvecRuns(l.up_type) : nullptr;
-  if (call_.runs_fn != nullptr) call_.n_chunks = std::min({a.n_groups, n_threads_, kMaxChunks});
+  if (call_.runs_fn != nullptr) call_.n_chunks = std::min({a.n_groups, kChunksPerThread * n_threads_, kMaxChunks});
 }
 
 bool SparseFfn::HasPhase(int phase) const {

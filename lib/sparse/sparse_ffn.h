@@ -26,8 +26,8 @@
 // otherwise gate/up is one matvec per run, split by groups, and the down
 // projection a second pass split by output columns. Either way y is
 // bit-identical for any number of threads running a call (≤ the n_threads
-// the SparseFfn was built with); the fused path cuts the groups into one
-// chunk per such thread, so SparseFfns built for different thread counts
+// the SparseFfn was built with); the fused path cuts the groups into two
+// chunks per such thread, so SparseFfns built for different thread counts
 // may differ in the last bits.
 #pragma once
 

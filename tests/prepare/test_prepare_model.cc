@@ -11,11 +11,28 @@
 #include "catch2/catch.hpp"
 #include "engine/engine.h"
 #include "engine/sparse_runtime.h"
+#include "engine/teacher_forced.h"
 #include "model/tokenizer.h"
 #include "prepare/prepare.h"
 #include "test_util.h"
 
 namespace {
+
+// Perplexity of tokens[1..] from an empty context, one token per Eval (the
+// sparse engine through its bundles): logits[t] follows tokens[t].
+double Perplexity(kx::Engine& e, const std::vector<int32_t>& tokens) {
+  e.TruncateKv(0);
+  const auto logits = kx::test::TeacherForced(e, {}, tokens);
+  double nll = 0;
+  for (size_t t = 0; t + 1 < tokens.size(); ++t) {
+    const std::vector<float>& l = logits[t];
+    const double mx = *std::max_element(l.begin(), l.end());
+    double z = 0;
+    for (float v : l) z += std::exp(static_cast<double>(v) - mx);
+    nll += mx + std::log(z) - l[static_cast<size_t>(tokens[t + 1])];
+  }
+  return std::exp(nll / static_cast<double>(tokens.size() - 1));
+}
 
 double Cosine(const std::vector<float>& a, const std::vector<float>& b) {
   double ab = 0, aa = 0, bb = 0;
@@ -58,10 +75,12 @@ TEST_CASE("the default model's sidecar: prepare, report, sparse decode") {
   // Decode over bundles vs masked-dense: the same predictor decisions and the
   // same ffn_down bytes (down blocks); they differ by the order of the float
   // sums, which moves neurons whose |act| sits within a rounding error of the
-  // threshold to the other side in later layers and tokens. (With Q8_0
-  // down_t rows the same check gave mean 0.9974, worst 0.9911 with 16 fixed
-  // chunks and 0.9938 / 0.9607 with one chunk per thread: PPL was 37.558 for
-  // both, so the worst step is sensitive to summation order, not to a bug.)
+  // threshold to the other side in later layers and tokens. The worst of the
+  // 16 steps depends on that order: with Q8_0 down_t rows it was 0.9911 with
+  // 16 fixed chunks and 0.9607 with one chunk per thread, while perplexity
+  // through the bundles was 37.558 for both; down blocks gave 0.9876 (one
+  // chunk per thread) and 0.9798 (two). So the bound on the worst step only
+  // catches gross errors; the mean and the top-1 agreement carry the check.
   kx::EngineOptions eo;
   eo.n_threads = 2;
   eo.sidecar = sidecar;
@@ -95,8 +114,24 @@ TEST_CASE("the default model's sidecar: prepare, report, sparse decode") {
                "%d of 16\n",
                sum / 16, worst, same_top1);
   CHECK(sum / 16 > 0.995);
-  CHECK(worst > 0.98);
+  CHECK(worst > 0.95);
   CHECK(same_top1 >= 14);
+
+  // Over a paragraph of real text the two agree closely: perplexity through
+  // the bundles within 1 % of masked-dense's (what a down projection of the
+  // wrong bytes, groups or coefficients would break by far).
+  const std::vector<int32_t> text = (*sparse)->tokenizer().Encode(
+      "It was a bright cold day in April, and the clocks were striking thirteen. The village "
+      "had one road, a church with a square tower, and a small school where the children "
+      "learned to read and count. In the evenings the farmers met at the inn to talk about the "
+      "weather, the price of wheat and the new railway that was to be built across the valley. "
+      "Nobody believed it would ever come, but the engineers had already arrived.",
+      false, false);
+  REQUIRE(text.size() > 60);
+  const double ppl_sparse = Perplexity(**sparse, text), ppl_masked = Perplexity(**masked, text);
+  std::fprintf(stderr, "paragraph perplexity: bundles %.4f, masked-dense %.4f\n", ppl_sparse,
+               ppl_masked);
+  CHECK(std::fabs(ppl_sparse / ppl_masked - 1.0) < 0.01);
   ::unlink(sidecar.c_str());
 }
 
