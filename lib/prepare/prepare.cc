@@ -212,7 +212,9 @@ absl::StatusOr<PrepareReport> Prepare(const PrepareOptions& opt_in) {
   for (int l = 0; l < hp.n_layer; ++l) {
     coact[l] = sparse::ComputeCoactivation(train_act[l], n_threads);
     if (blocks) {
-      sd.layers[l].perm = sparse::BlockPermutation(hp.n_ff);
+      std::vector<double> counts(static_cast<size_t>(hp.n_ff));
+      for (int i = 0; i < hp.n_ff; ++i) counts[static_cast<size_t>(i)] = coact[l].at(i, i);
+      sd.layers[l].perm = sparse::BlockPermutation(hp.n_ff, counts);
     } else {
       KX_ASSIGN_OR_RETURN(sd.layers[l].perm,
                           sparse::GroupNeurons(coact[l], group_size, o.grouping, 1 + l));

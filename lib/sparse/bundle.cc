@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "base/check.h"
 #include "kernels/cpu/down_blocks.h"
@@ -50,9 +51,23 @@ bool CanUseDownBlocks(GgmlType model_down_type, int64_t n_embd, int64_t n_ff) {
          n_ff % cpu::kDownBlocksGroup == 0 && n_ff / cpu::kDownBlocksGroup <= kMaxGroupsPerLayer;
 }
 
-std::vector<int32_t> BlockPermutation(int64_t n_ff) {
-  std::vector<int32_t> perm(static_cast<size_t>(n_ff));
-  for (int64_t i = 0; i < n_ff; ++i) perm[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+std::vector<int32_t> BlockPermutation(int64_t n_ff, std::span<const double> activity) {
+  constexpr int64_t kBlock = cpu::kDownBlocksGroup;
+  const int64_t n_blocks = n_ff / kBlock;
+  std::vector<int64_t> order(static_cast<size_t>(n_blocks));
+  std::iota(order.begin(), order.end(), 0);
+  if (static_cast<int64_t>(activity.size()) == n_ff) {
+    std::vector<double> sum(static_cast<size_t>(n_blocks), 0.0);
+    for (int64_t i = 0; i < n_ff; ++i) sum[static_cast<size_t>(i / kBlock)] += activity[i];
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      return sum[static_cast<size_t>(a)] > sum[static_cast<size_t>(b)];
+    });
+  }
+  std::vector<int32_t> perm;
+  perm.reserve(static_cast<size_t>(n_ff));
+  for (int64_t k : order) {
+    for (int64_t j = 0; j < kBlock; ++j) perm.push_back(static_cast<int32_t>(k * kBlock + j));
+  }
   return perm;
 }
 

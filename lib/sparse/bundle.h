@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "base/status.h"
@@ -68,9 +69,13 @@ absl::StatusOr<BundleLayout> MakeBundleLayout(int64_t n_embd, int64_t n_ff, int 
 // Whether a model whose ffn_down is `model_down_type` can use kBlocks.
 bool CanUseDownBlocks(GgmlType model_down_type, int64_t n_embd, int64_t n_ff);
 
-// The permutation kBlocks bundles take: the identity (group g = neurons
-// 32g .. 32g + 31, the model's g-th block of ffn_down columns).
-std::vector<int32_t> BlockPermutation(int64_t n_ff);
+// A permutation kBlocks bundles take: each group one block of 32
+// consecutive neurons, in order inside it. Blocks are ordered by their summed
+// `activity` (one value per neuron, e.g. calibration frequency), descending,
+// ties to the lower block, as the other groupings order their groups: a
+// budget's least-used groups then sit together at the end of the layer and
+// are read in few runs. Empty `activity`: the identity.
+std::vector<int32_t> BlockPermutation(int64_t n_ff, std::span<const double> activity = {});
 
 // Element e of neuron slot j's down column in a bundle (either layout),
 // dequantized into out[0 .. n_embd): the weights the kernels multiply with.

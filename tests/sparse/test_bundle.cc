@@ -167,5 +167,61 @@ TEST_CASE("PackBundles refuses a perm that is not a permutation", "[sparse][bund
              Catch::Contains("F32"));
 }
 
+TEST_CASE("down blocks: block permutations by activity, packing, refusals", "[sparse][bundle]") {
+  auto rng = SeededRng(7401);
+  const int64_t n_embd = 64, n_ff = 128;  // 4 blocks of 32
+  // Block sums 1, 5, 3, 5: descending, ties to the lower block.
+  std::vector<double> act(static_cast<size_t>(n_ff), 0.0);
+  const double sums[] = {1, 5, 3, 5};
+  for (int k = 0; k < 4; ++k) act[static_cast<size_t>(32 * k + 7)] = sums[k];
+  const std::vector<int32_t> perm = sparse::BlockPermutation(n_ff, act);
+  REQUIRE(perm.size() == static_cast<size_t>(n_ff));
+  const int want_blocks[] = {1, 3, 2, 0};
+  for (int g = 0; g < 4; ++g) {
+    for (int j = 0; j < 32; ++j) CHECK(perm[static_cast<size_t>(32 * g + j)] == 32 * want_blocks[g] + j);
+  }
+  const std::vector<int32_t> identity = sparse::BlockPermutation(n_ff);
+  for (int i = 0; i < n_ff; ++i) CHECK(identity[static_cast<size_t>(i)] == i);
+
+  const std::vector<uint8_t> up = RandomRows(GgmlType::kQ4_1, n_embd, n_ff, rng);
+  const std::vector<uint8_t> down = RandomRows(GgmlType::kQ4_1, n_ff, n_embd, rng);
+  const WeightRef u = Ref(up, GgmlType::kQ4_1, n_embd, n_ff, "up");
+  const WeightRef d = Ref(down, GgmlType::kQ4_1, n_ff, n_embd, "down");
+  auto l = MakeBundleLayout(n_embd, n_ff, 32, GgmlType::kQ4_1, GgmlType::kQ4_1, GgmlType::kQ4_1,
+                            sparse::DownLayout::kBlocks);
+  REQUIRE(l.ok());
+  CHECK(l->down_bytes == static_cast<uint64_t>(n_embd) * 20);
+  CHECK(l->bundle_bytes == 32 * (l->up_row_bytes + l->gate_row_bytes) + l->down_bytes);
+  std::vector<uint8_t> dst(l->bundle_stride * l->n_groups, kPoisonByte);
+  REQUIRE(sparse::PackBundles(u, u, d, perm, *l, dst.data()).ok());
+  // Group g's down share is block want_blocks[g] of every row, as stored.
+  std::vector<float> col(static_cast<size_t>(n_embd));
+  for (int g = 0; g < 4; ++g) {
+    const uint8_t* b = dst.data() + l->bundle_stride * static_cast<uint64_t>(g);
+    for (int j = 0; j < 32; j += 5) {
+      sparse::DequantizeDownColumn(*l, b, j, col.data());
+      for (int64_t e = 0; e < n_embd; ++e) {
+        const double w = WeightAt(GgmlType::kQ4_1, d.row(e), 32 * want_blocks[g] + j);
+        REQUIRE(col[static_cast<size_t>(e)] == Approx(w).margin(1e-6));
+      }
+    }
+  }
+  // A group that is not one whole block, in order, is refused.
+  auto split = perm;
+  std::swap(split[0], split[1]);
+  CHECK_THAT(std::string(sparse::PackBundles(u, u, d, split, *l, dst.data()).message()),
+             Catch::Contains("one block"));
+  // The layout itself: GS 32 and a Q4_1 ffn_down only.
+  CHECK_FALSE(MakeBundleLayout(n_embd, n_ff, 16, GgmlType::kQ4_1, GgmlType::kQ4_1,
+                               GgmlType::kQ4_1, sparse::DownLayout::kBlocks)
+                  .ok());
+  CHECK_FALSE(MakeBundleLayout(n_embd, n_ff, 32, GgmlType::kQ4_1, GgmlType::kQ4_1,
+                               GgmlType::kQ8_0, sparse::DownLayout::kBlocks)
+                  .ok());
+  CHECK_FALSE(MakeBundleLayout(40, n_ff, 32, GgmlType::kF32, GgmlType::kF32, GgmlType::kQ4_1,
+                               sparse::DownLayout::kBlocks)
+                  .ok());
+}
+
 }  // namespace
 }  // namespace kx::test
