@@ -1,4 +1,5 @@
-// kairox-perplexity and kairox-bench: argument errors exit 1 with a message
+// kairox-perplexity, kairox-bench (and kairox-prepare's layout flags):
+// argument errors exit 1 with a message
 // naming the problem; --help and --version exit 0. No model needed.
 #include <string>
 
@@ -10,6 +11,7 @@ namespace {
 
 constexpr const char* kPerplexity = "kairox-perplexity";
 constexpr const char* kBench = "kairox-bench";
+constexpr const char* kPrepare = "kairox-prepare";
 constexpr const char* kMissingModel = "/nonexistent/dir/no-such-model.gguf";
 
 bool Contains(const std::string& haystack, const std::string& needle) {
@@ -71,6 +73,11 @@ TEST_CASE("bad arguments exit 1 with a message", "[tools]") {
       {kBench, "-m x.gguf -p 0 -n 0", "nothing to run"},
       {kBench, "-m x.gguf -t two", "-t expects an integer"},
       {kBench, "-m x.gguf --frobnicate", "unknown argument '--frobnicate'"},
+      {kPrepare, "-m x.gguf --down-layout sideways", "--down-layout expects auto, rows or blocks"},
+      {kPrepare, "-m x.gguf --down-layout blocks --group-size 16",
+       "--down-layout blocks fixes the groups"},
+      {kPrepare, "-m x.gguf --down-layout blocks --down-type q8_0",
+       "--down-layout blocks fixes the groups"},
   };
   for (const Case& c : cases) {
     INFO(c.program << " " << c.args);
