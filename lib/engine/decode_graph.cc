@@ -36,14 +36,9 @@ absl::Status DecodeGraph::Build() {
 
   layers_.resize(hp.n_layer);  // never resized again: nodes hold Layer pointers
   int prev = g_.Add(EmbedNode, this, 1, "embed");
-  int pending_pred = -1;  // a predict node the next node of the chain must also wait for
   auto chain = [&](graph::TaskFn fn, void* ctx, int parts, const std::string& name) {
     const int id = g_.Add(fn, ctx, parts, name.c_str());
     g_.Depend(prev, id);
-    if (pending_pred >= 0) {
-      g_.Depend(pending_pred, id);
-      pending_pred = -1;
-    }
     prev = id;
   };
   for (int l = 0; l < hp.n_layer; ++l) {
@@ -69,18 +64,14 @@ absl::Status DecodeGraph::Build() {
     chain(WoNode, &L, P, Name("wo", l));
     chain(FfnInNode, &L, 1, Name("ffn_in", l));
     if (bundles_) {
-      const int ffn_in = prev;
-      L.predict_aside = l > 0 && P > 1 && m.sparse->tier() == nullptr &&
-                        m.sparse->ffn().IsFused(m.sparse->sidecar().layer(l).layout);
-      L.ffn_parts = L.predict_aside ? 2 * P : P;
+      // The next layer's predictor runs in ffn_in, before the FFN's parts.
+      // As its own node beside them it was slower (SmolLM2, 2 threads: tg
+      // 0.96-0.97x; the thread running it leaves the others an uneven share
+      // of the fused kernel's chunks), so there is no such node.
+      L.ffn_parts = P;
       chain(SparsePhase0Node, &L, L.ffn_parts, Name("sffn", l));
       chain(SparseMidNode, &L, 1, Name("sffn_mid", l));
       chain(SparsePhase1Node, &L, L.ffn_parts, Name("sffn_down", l));
-      if (L.predict_aside) {
-        const int pred = g_.Add(PredictNode, &L, 1, Name("predict", l).c_str());
-        g_.Depend(ffn_in, pred);
-        pending_pred = pred;
-      }
     } else {
       chain(GateUpNode, &L, P, Name("gate_up", l));
       chain(ActNode, &L, 1, Name("act", l));
@@ -190,7 +181,7 @@ void DecodeGraph::FfnInNode(void* ctx, int, int) {
   s.Mark(Op::kAttnOut, 0);  // the rows and the residual
   FfnNormStage(m, L.l, 1);
   s.Mark(Op::kNorm);
-  if (m.sparse != nullptr && !L.predict_aside) {
+  if (m.sparse != nullptr) {
     m.sparse->OnFfnInput(L.l, 1, m.xn.data());
     s.Mark(Op::kPredict);
   }
@@ -204,15 +195,6 @@ void DecodeGraph::FfnInNode(void* ctx, int, int) {
   }
 }
 
-// Beside the FFN's parts (Build): times itself, not through the chain's mark.
-void DecodeGraph::PredictNode(void* ctx, int, int) {
-  Layer& L = *static_cast<Layer*>(ctx);
-  Engine::Impl& m = L.self->m_;
-  const int64_t start = NowNs();
-  m.sparse->OnFfnInput(L.l, 1, m.xn.data());
-  m.op_ns[static_cast<int>(Op::kPredict)] += NowNs() - start;
-  m.op_calls[static_cast<int>(Op::kPredict)] += 1;
-}
 
 void DecodeGraph::GateUpNode(void* ctx, int part, int n_parts) {
   RunLinearPart(static_cast<Layer*>(ctx)->gate_up, part, n_parts);

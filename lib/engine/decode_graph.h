@@ -75,10 +75,7 @@ class DecodeGraph {
     int l = 0;
     LinearPlan qkv, wo, gate_up, down;
     AttnPlan attn;
-    // Bundles: parts of the sparse FFN's nodes, and whether the predictor
-    // runs as its own node beside them (see Build).
-    int ffn_parts = 1;
-    bool predict_aside = false;
+    int ffn_parts = 1;  // bundles: parts of the sparse FFN's nodes
   };
 
   explicit DecodeGraph(Engine::Impl& m);
@@ -98,7 +95,6 @@ class DecodeGraph {
   static void WoInNode(void* ctx, int part, int n_parts);
   static void WoNode(void* ctx, int part, int n_parts);
   static void FfnInNode(void* ctx, int part, int n_parts);
-  static void PredictNode(void* ctx, int part, int n_parts);
   static void GateUpNode(void* ctx, int part, int n_parts);
   static void ActNode(void* ctx, int part, int n_parts);
   static void DownNode(void* ctx, int part, int n_parts);
