@@ -412,6 +412,58 @@ TEST_CASE("sparse FFN matches the oracle on every ISA's kernels", "[sparse][ffn]
   }
 }
 
+// The dense FFN of forward.cc on L's weights (matvec gate/up, act·up, h
+// prepared to 16 bits, matvec down over the original ffn_down): y, and h as
+// the down matvec saw it (hq, decoded) beside h itself.
+struct DenseRef {
+  std::vector<float> y, h;
+  std::vector<double> hq;
+};
+DenseRef DenseFfn(const Layer& L, GgmlType wt, int64_t n_embd, int64_t n_ff,
+                  const std::vector<float>& x, FfnActivation act, float t) {
+  const cpu::TypeKernels* tk = cpu::Kernels().For(wt);
+  std::vector<uint8_t> ax(tk->act_bytes(n_embd)), ah(tk->act_bytes(n_ff));
+  tk->quantize_act(x.data(), n_embd, ax.data());
+  std::vector<float> g(static_cast<size_t>(n_ff)), u(g.size()), h(g.size());
+  tk->matvec(L.gate.data(), RowBytes(wt, n_embd), n_embd, n_ff, ax.data(), g.data());
+  tk->matvec(L.up.data(), RowBytes(wt, n_embd), n_embd, n_ff, ax.data(), u.data());
+  for (size_t i = 0; i < h.size(); ++i) h[i] = ActivatedValue(act, t, g[i], u[i]) * u[i];
+  tk->quantize_act(h.data(), n_ff, ah.data());
+  DenseRef r;
+  r.y.resize(static_cast<size_t>(n_embd));
+  tk->matvec(L.down.data(), RowBytes(wt, n_ff), n_ff, n_embd, ah.data(), r.y.data());
+  r.hq.resize(h.size());
+  for (size_t i = 0; i < h.size(); ++i) r.hq[i] = ActAt(wt, ah.data(), static_cast<int64_t>(i));
+  r.h = std::move(h);
+  return r;
+}
+
+// The sparse FFN with every neuron of every group predicted, on 2 threads;
+// y's guard past n_embd checked.
+std::vector<float> SparseAllActive(const Layer& L, int64_t n_embd, int64_t n_ff,
+                                   const std::vector<float>& x, FfnActivation act, float t,
+                                   std::mt19937_64& rng) {
+  const Predicted p = Predict(L.layout, 1.0, rng);
+  std::vector<float> y(static_cast<size_t>(n_embd) + kGuard, kPoison);
+  SparseFfnArgs a;
+  a.layout = &L.layout;
+  a.bundles = L.bundles.data();
+  a.groups = p.groups.data();
+  a.n_groups = static_cast<int>(p.groups.size());
+  a.masks = p.masks.data();
+  a.x = x.data();
+  a.act = act;
+  a.threshold = 0.0f;
+  a.act_threshold = t;
+  a.y = y.data();
+  SparseFfn ffn(cpu::Kernels(), n_embd, static_cast<int>(n_ff), 2);
+  ThreadPool pool(2);
+  ffn.Run(a, pool);
+  for (int e = 0; e < kGuard; ++e) REQUIRE(y[static_cast<size_t>(n_embd + e)] == kPoison);
+  y.resize(static_cast<size_t>(n_embd));
+  return y;
+}
+
 // All neurons active and F32 down_t (an exact transpose): the result is the
 // dense FFN of forward.cc (matvec gate/up, act·up, matvec down over the
 // original ffn_down) up to the dense path's 16-bit quantization of h and
@@ -420,8 +472,6 @@ TEST_CASE("sparse FFN with every neuron active equals the dense FFN", "[sparse][
   auto rng = SeededRng(7303);
   const int64_t n_embd = 576, n_ff = 1536;
   const GgmlType wt = GgmlType::kQ4_1;
-  const cpu::KernelTable& k = cpu::Kernels();
-  const cpu::TypeKernels* tk = k.For(wt);
   for (FfnActivation act : {FfnActivation::kSilu, FfnActivation::kGeluTanh, FfnActivation::kRelu,
                             FfnActivation::kFatRelu, FfnActivation::kDRelu}) {
     INFO("activation " << FfnActivationName(act));
@@ -429,40 +479,14 @@ TEST_CASE("sparse FFN with every neuron active equals the dense FFN", "[sparse][
     const std::vector<float> x = RandomInput(n_embd, rng);
     const float t =
         act == FfnActivation::kFatRelu ? MedianPositiveGate(L, wt, n_embd, n_ff, x) : 0.0f;
-    // Dense.
-    std::vector<uint8_t> ax(tk->act_bytes(n_embd)), ah(tk->act_bytes(n_ff));
-    tk->quantize_act(x.data(), n_embd, ax.data());
-    std::vector<float> g(static_cast<size_t>(n_ff)), u(g.size()), h(g.size());
-    tk->matvec(L.gate.data(), RowBytes(wt, n_embd), n_embd, n_ff, ax.data(), g.data());
-    tk->matvec(L.up.data(), RowBytes(wt, n_embd), n_embd, n_ff, ax.data(), u.data());
-    for (size_t i = 0; i < h.size(); ++i) h[i] = ActivatedValue(act, t, g[i], u[i]) * u[i];
-    tk->quantize_act(h.data(), n_ff, ah.data());
-    std::vector<float> dense(static_cast<size_t>(n_embd));
-    tk->matvec(L.down.data(), RowBytes(wt, n_ff), n_ff, n_embd, ah.data(), dense.data());
-    // Sparse, everything predicted.
-    Predicted p = Predict(L.layout, 1.0, rng);
-    std::vector<float> y(static_cast<size_t>(n_embd) + kGuard, kPoison);
-    SparseFfnArgs a;
-    a.layout = &L.layout;
-    a.bundles = L.bundles.data();
-    a.groups = p.groups.data();
-    a.n_groups = static_cast<int>(p.groups.size());
-    a.masks = p.masks.data();
-    a.x = x.data();
-    a.act = act;
-    a.threshold = 0.0f;
-    a.act_threshold = t;
-    a.y = y.data();
-    SparseFfn ffn(k, n_embd, static_cast<int>(n_ff), 2);
-    ThreadPool pool(2);
-    ffn.Run(a, pool);
-    for (int e = 0; e < kGuard; ++e) REQUIRE(y[static_cast<size_t>(n_embd + e)] == kPoison);
+    const DenseRef dense = DenseFfn(L, wt, n_embd, n_ff, x, act, t);
+    const std::vector<float> y = SparseAllActive(L, n_embd, n_ff, x, act, t, rng);
+    const std::vector<float>& h = dense.h;
+    const std::vector<double>& hq = dense.hq;
     // The dense down multiplies h̃ (h prepared to 16 bits per 32 neurons):
     // the paths differ by exactly Σ w·(h̃ − h) (computed in double) plus the
     // float rounding of both (dense: n_ff/32-block chains; sparse: n_ff F32
     // axpys in sequence).
-    std::vector<double> hq(h.size());
-    for (size_t i = 0; i < h.size(); ++i) hq[i] = ActAt(wt, ah.data(), static_cast<int64_t>(i));
     for (int64_t e = 0; e < n_embd; ++e) {
       const uint8_t* row = L.down.data() + e * RowBytes(wt, n_ff);
       double prep = 0, abs_sum = 0;
@@ -474,9 +498,9 @@ TEST_CASE("sparse FFN with every neuron active equals the dense FFN", "[sparse][
       const double tol =
           std::fabs(prep) + 2.0 * static_cast<double>(n_ff + n_ff / 32 + 24) * kF32Eps * abs_sum;
       INFO("e=" << e << " sparse " << y[static_cast<size_t>(e)] << " dense "
-                << dense[static_cast<size_t>(e)] << " tol " << tol);
+                << dense.y[static_cast<size_t>(e)] << " tol " << tol);
       REQUIRE(std::fabs(static_cast<double>(y[static_cast<size_t>(e)]) -
-                        dense[static_cast<size_t>(e)]) <= tol);
+                        dense.y[static_cast<size_t>(e)]) <= tol);
     }
   }
 }
@@ -489,39 +513,13 @@ TEST_CASE("sparse FFN over down blocks with every neuron active equals the dense
   auto rng = SeededRng(7305);
   const int64_t n_embd = 576, n_ff = 1536;
   const GgmlType wt = GgmlType::kQ4_1;
-  const cpu::KernelTable& k = cpu::Kernels();
-  const cpu::TypeKernels* tk = k.For(wt);
   const Layer L = MakeLayer(n_embd, n_ff, 32, wt, wt, rng, sparse::DownLayout::kBlocks);
   for (FfnActivation act : {FfnActivation::kSilu, FfnActivation::kGeluTanh, FfnActivation::kRelu}) {
     INFO("activation " << FfnActivationName(act));
     const std::vector<float> x = RandomInput(n_embd, rng);
-    std::vector<uint8_t> ax(tk->act_bytes(n_embd)), ah(tk->act_bytes(n_ff));
-    tk->quantize_act(x.data(), n_embd, ax.data());
-    std::vector<float> g(static_cast<size_t>(n_ff)), u(g.size()), h(g.size());
-    tk->matvec(L.gate.data(), RowBytes(wt, n_embd), n_embd, n_ff, ax.data(), g.data());
-    tk->matvec(L.up.data(), RowBytes(wt, n_embd), n_embd, n_ff, ax.data(), u.data());
-    for (size_t i = 0; i < h.size(); ++i) h[i] = ActivatedValue(act, 0.0f, g[i], u[i]) * u[i];
-    tk->quantize_act(h.data(), n_ff, ah.data());
-    std::vector<float> dense(static_cast<size_t>(n_embd));
-    tk->matvec(L.down.data(), RowBytes(wt, n_ff), n_ff, n_embd, ah.data(), dense.data());
-
-    const Predicted p = Predict(L.layout, 1.0, rng);
-    std::vector<float> y(static_cast<size_t>(n_embd) + kGuard, kPoison);
-    SparseFfnArgs a;
-    a.layout = &L.layout;
-    a.bundles = L.bundles.data();
-    a.groups = p.groups.data();
-    a.n_groups = static_cast<int>(p.groups.size());
-    a.masks = p.masks.data();
-    a.x = x.data();
-    a.act = act;
-    a.y = y.data();
-    SparseFfn ffn(k, n_embd, static_cast<int>(n_ff), 2);
-    ThreadPool pool(2);
-    ffn.Run(a, pool);
-    for (int e = 0; e < kGuard; ++e) REQUIRE(y[static_cast<size_t>(n_embd + e)] == kPoison);
-    std::vector<double> hq(h.size());
-    for (size_t i = 0; i < h.size(); ++i) hq[i] = ActAt(wt, ah.data(), static_cast<int64_t>(i));
+    const DenseRef dense = DenseFfn(L, wt, n_embd, n_ff, x, act, 0.0f);
+    const std::vector<float> y = SparseAllActive(L, n_embd, n_ff, x, act, 0.0f, rng);
+    const std::vector<double>& hq = dense.hq;
     int64_t differ = 0;
     for (int64_t e = 0; e < n_embd; ++e) {
       const uint8_t* row = L.down.data() + e * RowBytes(wt, n_ff);
@@ -532,9 +530,9 @@ TEST_CASE("sparse FFN over down blocks with every neuron active equals the dense
       // Dense: lanes of n_ff/32-block chains; blocks: 2 fmas per group in sequence.
       const double tol = 2.0 * static_cast<double>(2 * n_ff / 32 + 24) * kF32Eps * abs_sum;
       const double d = std::fabs(static_cast<double>(y[static_cast<size_t>(e)]) -
-                                 dense[static_cast<size_t>(e)]);
+                                 dense.y[static_cast<size_t>(e)]);
       INFO("e=" << e << " blocks " << y[static_cast<size_t>(e)] << " dense "
-                << dense[static_cast<size_t>(e)] << " tol " << tol);
+                << dense.y[static_cast<size_t>(e)] << " tol " << tol);
       REQUIRE(d <= tol);
       differ += d > 0.0 ? 1 : 0;
     }
