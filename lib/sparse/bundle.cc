@@ -71,6 +71,21 @@ std::vector<int32_t> BlockPermutation(int64_t n_ff, std::span<const double> acti
   return perm;
 }
 
+bool IsBlockPermutation(std::span<const int32_t> perm, int gs, int64_t* bad_slot) {
+  if (gs <= 0 || perm.size() % static_cast<size_t>(gs) != 0) {
+    if (bad_slot != nullptr) *bad_slot = 0;
+    return false;
+  }
+  for (size_t s = 0; s < perm.size(); ++s) {
+    const int32_t first = perm[s / static_cast<size_t>(gs) * static_cast<size_t>(gs)];
+    if (first % gs != 0 || perm[s] != first + static_cast<int32_t>(s % static_cast<size_t>(gs))) {
+      if (bad_slot != nullptr) *bad_slot = static_cast<int64_t>(s);
+      return false;
+    }
+  }
+  return true;
+}
+
 void DequantizeDownColumn(const BundleLayout& l, const uint8_t* bundle, int j, float* out) {
   const uint8_t* down = bundle + l.down_offset();
   if (l.down == DownLayout::kBlocks) {
@@ -202,15 +217,10 @@ absl::Status PackBundles(const WeightRef& up, const WeightRef& gate, const Weigh
   }
 
   if (layout.down == DownLayout::kBlocks) {
-    // Slot g·32 + j must hold neuron 32k + j for one block k per group.
-    for (int64_t s = 0; s < n_ff; ++s) {
-      const int32_t n = perm[static_cast<size_t>(s)];
-      const int32_t first = perm[static_cast<size_t>(s / gs * gs)];
-      if (first % gs != 0 || n != first + s % gs) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "PackBundles: down blocks need each group to be one block of ", gs,
-            " consecutive neurons in order; perm[", s, "] = ", n));
-      }
+    if (int64_t s = 0; !IsBlockPermutation(perm, gs, &s)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "PackBundles: down blocks need each group to be one block of ", gs,
+          " consecutive neurons in order; perm[", s, "] = ", perm[static_cast<size_t>(s)]));
     }
     for (int64_t g = 0; g < layout.n_groups; ++g) {
       const int64_t k = perm[static_cast<size_t>(g * gs)] / gs;

@@ -77,6 +77,11 @@ bool CanUseDownBlocks(GgmlType model_down_type, int64_t n_embd, int64_t n_ff);
 // are read in few runs. Empty `activity`: the identity.
 std::vector<int32_t> BlockPermutation(int64_t n_ff, std::span<const double> activity = {});
 
+// Whether perm (n_ff entries, group-major) makes every group of gs slots one
+// block of gs consecutive neurons, in order: what kBlocks bundles need. If
+// not, *bad_slot (when given) is the first slot that breaks it.
+bool IsBlockPermutation(std::span<const int32_t> perm, int gs, int64_t* bad_slot = nullptr);
+
 // Element e of neuron slot j's down column in a bundle (either layout),
 // dequantized into out[0 .. n_embd): the weights the kernels multiply with.
 void DequantizeDownColumn(const BundleLayout& l, const uint8_t* bundle, int j, float* out);

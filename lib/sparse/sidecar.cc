@@ -246,12 +246,9 @@ absl::StatusOr<std::unique_ptr<const Sidecar>> Sidecar::Open(const std::string& 
           return bad(absl::StrCat("layer ", l, ": down blocks of ", TypeName(down),
                                   ", the model's ffn_down is ", TypeName(mw.ffn_down.type)));
         }
-        for (int i = 0; i < nff; ++i) {
-          if (L.perm[i] != L.perm[i / s->group_size_ * s->group_size_] + i % s->group_size_ ||
-              L.perm[i / s->group_size_ * s->group_size_] % s->group_size_ != 0) {
-            return bad(absl::StrCat(LayerKey(l, "perm"),
-                                    ": groups are not whole blocks, as down blocks need"));
-          }
+        if (!IsBlockPermutation({L.perm, static_cast<size_t>(nff)}, s->group_size_)) {
+          return bad(absl::StrCat(LayerKey(l, "perm"),
+                                  ": groups are not whole blocks, as down blocks need"));
         }
       }
       auto layout =
