@@ -1,8 +1,8 @@
 // The sparse FFN over bundles (sparse_ffn.h). Two paths:
 //  - fused (the table has matvec_runs for the gate/up type): one pool
-//    dispatch; the groups are cut into Chunks() chunks (a count that depends
-//    on n_groups and the thread count the SparseFfn was built for, never on
-//    the parts of one call), threads take whole chunks, and group by group
+//    dispatch; the groups are cut into Begin's n_chunks chunks (a count that
+//    depends on n_groups and the thread count the SparseFfn was built for,
+//    never on the parts of one call), threads take whole chunks, and group by group
 //    gate/up, the threshold and the down projection run back to back, the
 //    down rows still in L1, into the chunk's partial y. Each thread's bytes
 //    stream once, the software prefetch running on along its whole run list
@@ -40,12 +40,14 @@ constexpr int64_t kMaxBlock = 256;
 // SmolLM2's layer from DRAM: 2x faster gate/up than without).
 constexpr uint64_t kLine = 64;
 
-// Chunks of the fused path (sparse_ffn.cc's top): two per thread, so that a
-// thread busy beside the FFN (decode runs the next layer's predictor next
-// to it) leaves a share to the others, up to kMaxChunks; each adds one
-// n_embd partial to reduce. Measured on SmolLM2's decode, 2 threads: the
+// Chunks of the fused path (sparse_ffn.cc's top): two per thread, up to
+// kMaxChunks, so that a thread held up elsewhere leaves a share to the
+// others; each adds one n_embd partial to reduce. Measured on SmolLM2's
+// decode, 2 threads, while the decode graph still ran the next layer's
+// predictor as a node beside the FFN (since removed, decode_graph.cc): the
 // sparse FFN 1.91 ms/token with one chunk per thread, 1.78 with two, 1.80
-// with four (medians of 3 interleaved kairox-bench runs).
+// with four (medians of 3 interleaved kairox-bench runs). Not re-measured
+// without that node.
 constexpr int kChunksPerThread = 2;
 constexpr int kMaxChunks = 16;
 // The largest group size MakeBundleLayout accepts (bundle.h).
