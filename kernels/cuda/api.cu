@@ -104,34 +104,7 @@ kx_cuda_status MemsetBytes(void* dst_device, int32_t byte_value, uint64_t bytes)
 }
 
 kx_cuda_status AxpyRowsF16(const kx_cuda_axpy_rows_f16_args* args, void* stream) {
-  if (args == nullptr) return InvalidArgument("axpy_rows_f16: args is NULL");
-  if (args->struct_size < sizeof(kx_cuda_axpy_rows_f16_args)) {
-    return InvalidArgument("axpy_rows_f16: args->struct_size is too small");
-  }
-  if (args->n_active < 0) return InvalidArgument("axpy_rows_f16: n_active < 0");
-  if (args->n_active == 0) return KX_CUDA_OK;
-  if (args->n_rows <= 0 || args->n_cols <= 0) {
-    return InvalidArgument("axpy_rows_f16: n_rows and n_cols must be positive");
-  }
-  if (args->w_row_stride < args->n_cols) {
-    return InvalidArgument("axpy_rows_f16: w_row_stride < n_cols");
-  }
-  if (args->w == nullptr || args->rows == nullptr || args->coeff == nullptr ||
-      args->dst == nullptr) {
-    return InvalidArgument("axpy_rows_f16: w, rows, coeff and dst must be non-NULL");
-  }
-  return Guarded([&]() -> kx_cuda_status {
-    AxpyRowsF16Params p{};
-    p.w = reinterpret_cast<const __half*>(args->w);
-    p.n_cols = args->n_cols;
-    p.w_row_stride = args->w_row_stride;
-    p.rows = args->rows;
-    p.coeff = args->coeff;
-    p.n_active = args->n_active;
-    p.dst = args->dst;
-    KX_CUDA_CHECK(LaunchAxpyRowsF16(p, static_cast<cudaStream_t>(stream)));
-    return KX_CUDA_OK;
-  });
+  return Guarded([&]() -> kx_cuda_status { return kx_cuda_axpy_rows_f16(args, stream); });
 }
 
 kx_cuda_status Synchronize() {

@@ -2,9 +2,20 @@
 
 #include "kernels/cuda/axpy_rows_f16.cuh"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/op_registry.h"
 
 namespace kx::cuda {
 namespace {
+
+struct AxpyRowsF16Params {
+  const __half* w;       // [n_rows][w_row_stride], device
+  int64_t n_cols;        // > 0
+  int64_t w_row_stride;  // >= n_cols
+  const int32_t* rows;   // [n_active] row indices, device
+  const float* coeff;    // [n_active], coeff[k] scales row rows[k], device
+  int64_t n_active;      // > 0
+  float* dst;            // [n_cols], accumulated into, device
+};
 
 constexpr int kThreadsPerBlock = 128;
 // Halves per 16-byte load.
@@ -78,15 +89,48 @@ cudaError_t Launch(const AxpyRowsF16Params& p, cudaStream_t stream) {
   const int64_t rows_per_split = (p.n_active + splits - 1) / splits;
   splits = (p.n_active + rows_per_split - 1) / rows_per_split;
   const dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(splits));
-  AxpyRowsF16Kernel<kVec><<<grid, kThreadsPerBlock, 0, stream>>>(p, rows_per_split);
-  return cudaGetLastError();
+  auto* kernel = &AxpyRowsF16Kernel<kVec>;
+  return KX_LAUNCH(kernel, grid, kThreadsPerBlock, stream, p, rows_per_split);
+}
+
+kx_cuda_status InvalidArgument(const char* message) {
+  return RecordError(KX_CUDA_ERROR_INVALID_ARGUMENT, message);
 }
 
 }  // namespace
+}  // namespace kx::cuda
 
-cudaError_t LaunchAxpyRowsF16(const AxpyRowsF16Params& params, cudaStream_t stream) {
-  if (params.n_active == 0) return cudaSuccess;
-  return CanUseWideLoads(params) ? Launch<kWideVec>(params, stream) : Launch<1>(params, stream);
+extern "C" kx_cuda_status kx_cuda_axpy_rows_f16(const kx_cuda_axpy_rows_f16_args* args,
+                                                void* stream) {
+  using kx::cuda::InvalidArgument;
+  if (args == nullptr) return InvalidArgument("axpy_rows_f16: args is NULL");
+  if (args->struct_size < sizeof(kx_cuda_axpy_rows_f16_args)) {
+    return InvalidArgument("axpy_rows_f16: args->struct_size is too small");
+  }
+  if (args->n_active < 0) return InvalidArgument("axpy_rows_f16: n_active < 0");
+  if (args->n_active == 0) return KX_CUDA_OK;
+  if (args->n_rows <= 0 || args->n_cols <= 0) {
+    return InvalidArgument("axpy_rows_f16: n_rows and n_cols must be positive");
+  }
+  if (args->w_row_stride < args->n_cols) {
+    return InvalidArgument("axpy_rows_f16: w_row_stride < n_cols");
+  }
+  if (args->w == nullptr || args->rows == nullptr || args->coeff == nullptr ||
+      args->dst == nullptr) {
+    return InvalidArgument("axpy_rows_f16: w, rows, coeff and dst must be non-NULL");
+  }
+  kx::cuda::AxpyRowsF16Params p{};
+  p.w = reinterpret_cast<const __half*>(args->w);
+  p.n_cols = args->n_cols;
+  p.w_row_stride = args->w_row_stride;
+  p.rows = args->rows;
+  p.coeff = args->coeff;
+  p.n_active = args->n_active;
+  p.dst = args->dst;
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  KX_CUDA_CHECK(kx::cuda::CanUseWideLoads(p) ? kx::cuda::Launch<kx::cuda::kWideVec>(p, s)
+                                             : kx::cuda::Launch<1>(p, s));
+  return KX_CUDA_OK;
 }
 
-}  // namespace kx::cuda
+KX_CUDA_REGISTER_OP(axpy_rows_f16, kx_cuda_axpy_rows_f16)

@@ -1,27 +1,22 @@
-// Sparse FFN down-projection on the GPU: dst += sum over active rows of coeff * W[row],
-// W in F16, one row per neuron (PowerInfer's ffn_down_t layout). Memory-bound: every
-// active row is read once, with 16-byte loads when the layout allows.
-#pragma once
+/* Sparse FFN down-projection over F16 rows (PowerInfer's ffn_down_t axpy): the op
+ * "axpy_rows_f16". Its argument struct is kx_cuda_axpy_rows_f16_args in cuda_api.h (it was
+ * part of the core table before ops were looked up by name). Memory-bound: every active row
+ * is read once, with 16-byte loads when the layout allows. */
+#ifndef KAIROX_KERNELS_CUDA_AXPY_ROWS_F16_CUH_
+#define KAIROX_KERNELS_CUDA_AXPY_ROWS_F16_CUH_
 
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
+#include "kernels/cuda/cuda_api.h"
 
-#include <cstdint>
+#ifdef __cplusplus
+extern "C" {
+#endif
 
-namespace kx::cuda {
+/* Checks the arguments, then enqueues the kernel on `stream` (a cudaStream_t; NULL = the
+ * default stream). n_active = 0 is a no-op. */
+kx_cuda_status kx_cuda_axpy_rows_f16(const kx_cuda_axpy_rows_f16_args* args, void* stream);
 
-struct AxpyRowsF16Params {
-  const __half* w;       // [n_rows][w_row_stride], device
-  int64_t n_cols;        // > 0
-  int64_t w_row_stride;  // >= n_cols
-  const int32_t* rows;   // [n_active] row indices, device
-  const float* coeff;    // [n_active], coeff[k] scales row rows[k], device
-  int64_t n_active;      // >= 0
-  float* dst;            // [n_cols], accumulated into, device
-};
+#ifdef __cplusplus
+}
+#endif
 
-// Enqueues the kernel on `stream`. Arguments are assumed valid (the C entry point checks
-// them); returns the launch error, if any. No workspace; dst is updated with atomics.
-cudaError_t LaunchAxpyRowsF16(const AxpyRowsF16Params& params, cudaStream_t stream);
-
-}  // namespace kx::cuda
+#endif /* KAIROX_KERNELS_CUDA_AXPY_ROWS_F16_CUH_ */

@@ -2,7 +2,7 @@
 // kx_cuda_status plus a per-thread message, which lib/exec turns into an absl::Status.
 #pragma once
 
-#include <cuda_runtime.h>
+#include "kernels/cuda/compat.cuh"
 
 #include "kernels/cuda/cuda_api.h"
 
