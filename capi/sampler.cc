@@ -2,6 +2,7 @@
 #include <cmath>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "base/timer.h"
 #include "capi/internal.h"
 
@@ -44,11 +45,6 @@ kx_status kx_sampler_create(const kx_sampler_params* params, kx_sampler** out) {
     if (auto st = kx::capi::CheckStructSize(__func__, "params", params->struct_size)) return st;
     kx::capi::ReadStruct(params, p);
   }
-  if (!std::isfinite(p.temperature) || !std::isfinite(p.top_p) || !std::isfinite(p.min_p) ||
-      !std::isfinite(p.repeat_penalty)) {
-    return Fail(KX_STATUS_INVALID_ARGUMENT,
-                "kx_sampler_create: temperature, top_p, min_p and repeat_penalty must be finite");
-  }
   return Guard(__func__, [&] {
     kx::SamplerParams sp;
     sp.temperature = p.temperature;
@@ -58,6 +54,9 @@ kx_status kx_sampler_create(const kx_sampler_params* params, kx_sampler** out) {
     sp.repeat_penalty = p.repeat_penalty;
     sp.repeat_last_n = p.repeat_last_n;
     sp.seed = p.seed;
+    if (absl::Status st = kx::ValidateSamplerParams(sp); !st.ok()) {
+      return Fail(KX_STATUS_INVALID_ARGUMENT, absl::StrCat("kx_sampler_create: ", st.message()));
+    }
     *out = new kx_sampler(sp);
     return KX_STATUS_OK;
   });

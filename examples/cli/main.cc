@@ -130,6 +130,9 @@ int main(int argc, char** argv) {
   model_opts.mlock = args.Has("--mlock");
   const long long n_predict = args.Int("-n", "--n-predict", 128);
   if (!args.ok()) return Fail(args.error());
+  if (absl::Status st = kx::ValidateSamplerParams(sp); !st.ok()) {
+    return Fail("sampling: " + std::string(st.message()));
+  }
   if (prompt.empty()) return Fail("no prompt: give -p TEXT or -f FILE (see --help)");
   if (opts.n_threads < 0) return Fail("--threads must be >= 0");
   if (args.Has("--stop") && stop.empty()) return Fail("--stop needs a non-empty string");

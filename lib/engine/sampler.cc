@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "base/check.h"
 
 namespace kx {
@@ -63,6 +64,27 @@ absl::StatusOr<std::vector<LogitBias>> ParseLogitBias(std::string_view spec) {
     out.push_back({token, bias});
   }
   return out;
+}
+
+absl::Status ValidateSamplerParams(const SamplerParams& p) {
+  auto bad = [](std::string_view name, double value, std::string_view range) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(absl::string_view(name.data(), name.size()), " = ", value,
+                     " is out of range (", absl::string_view(range.data(), range.size()), ")"));
+  };
+  if (!std::isfinite(p.temperature)) {
+    return bad("temperature", p.temperature, "a finite number; <= 0 means greedy");
+  }
+  if (!(p.top_p >= 0.0f && p.top_p <= 1.0f)) return bad("top_p", p.top_p, "0 to 1; 1 = off");
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) return bad("min_p", p.min_p, "0 to 1; 0 = off");
+  if (!(std::isfinite(p.repeat_penalty) && p.repeat_penalty > 0.0f)) {
+    return bad("repeat_penalty", p.repeat_penalty, "a finite number > 0; 1 = off");
+  }
+  if (p.repeat_last_n < -1) {
+    return bad("repeat_last_n", p.repeat_last_n, ">= -1; 0 = off, -1 = the whole history");
+  }
+  if (p.top_k < -1) return bad("top_k", p.top_k, ">= -1; <= 0 = off");
+  return absl::OkStatus();
 }
 
 Sampler::Sampler(const SamplerParams& params) : params_(params), rng_(params.seed) {}
@@ -162,6 +184,9 @@ void Sampler::CollectCandidates(float max_logit) {
   // logit_i >= max_logit + log(min_p). -inf never passes.
   float cutoff = std::numeric_limits<float>::lowest();
   if (params_.min_p > 0.0f) cutoff = std::max(cutoff, max_logit + std::log(params_.min_p));
+  // The top token always survives (min_p <= 1 is validated; this keeps the draw memory-safe
+  // for a caller that skipped ValidateSamplerParams).
+  cutoff = std::min(cutoff, max_logit);
   if (k >= n) {
     for (size_t i = 0; i < n; ++i) {
       if (vals_[i] >= cutoff) cands_.push_back({vals_[i], static_cast<int32_t>(i)});

@@ -74,6 +74,12 @@ struct SamplerParams {
   std::vector<LogitBias> logit_bias;  // applied first (step 0)
 };
 
+// OK when every parameter is in its range, else InvalidArgument naming the first one that is
+// not and its range: temperature finite; top_p and min_p in [0, 1]; repeat_penalty finite and
+// > 0; repeat_last_n >= -1; top_k >= -1. Every interface (CLI, chat, C ABI, Python) checks
+// through this before anything runs.
+absl::Status ValidateSamplerParams(const SamplerParams& params);
+
 class Sampler {
  public:
   explicit Sampler(const SamplerParams& params);

@@ -157,6 +157,19 @@ static void TestNullArguments(kx_model* model, kx_session* s, kx_sampler* smp) {
   pp.temperature = 1.0f / 0.0f;
   EXPECT_STATUS(INVALID, "kx_sampler_create", kx_sampler_create(&pp, &smp2));
   CHECK(smp2 == NULL);
+  /* Out of range, not only non-finite: min_p > 1 once overflowed the sampler's candidates. */
+  OK(kx_sampler_params_init(&pp, sizeof pp));
+  pp.min_p = 2.0f;
+  EXPECT_STATUS(INVALID, "min_p", kx_sampler_create(&pp, &smp2));
+  CHECK(smp2 == NULL);
+  OK(kx_sampler_params_init(&pp, sizeof pp));
+  pp.repeat_penalty = 0.0f;
+  EXPECT_STATUS(INVALID, "repeat_penalty", kx_sampler_create(&pp, &smp2));
+  CHECK(smp2 == NULL);
+  OK(kx_sampler_params_init(&pp, sizeof pp));
+  pp.top_p = 1.5f;
+  EXPECT_STATUS(INVALID, "top_p", kx_sampler_create(&pp, &smp2));
+  CHECK(smp2 == NULL);
   EXPECT_STATUS(INVALID, "kx_sampler_reset", kx_sampler_reset(NULL, 1));
   EXPECT_STATUS(INVALID, "kx_sampler_sample_logits",
                 kx_sampler_sample_logits(NULL, logit_row, 4, NULL, 0, &i32));

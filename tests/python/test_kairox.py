@@ -166,3 +166,13 @@ def test_ram_budget_is_checked(tiny_model_path):
     s = kairox.Session(model, ram_budget="64M", policy="lru", prefetch=False)
     s.eval(model.tokenize("hello"))
     assert len(s.logits()) > 0
+
+
+@pytest.mark.parametrize("kwargs,name", [({"min_p": 2.0}, "min_p"), ({"top_p": 1.5}, "top_p"),
+                                         ({"repeat_penalty": 0.0}, "repeat_penalty"),
+                                         ({"temperature": float("nan")}, "temperature")])
+def test_sampler_parameters_out_of_range_are_refused(kwargs, name):
+    with pytest.raises(kairox.KairoxError) as e:
+        kairox.Sampler(**kwargs)
+    assert e.value.status_name == "INVALID_ARGUMENT"
+    assert name in str(e.value) and "range" in str(e.value)

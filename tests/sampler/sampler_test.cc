@@ -335,5 +335,53 @@ TEST_CASE("non-finite logits", "[sampler]") {
   REQUIRE(defaults.Sample(hopeless, {}) == 0);
 }
 
+TEST_CASE("parameters out of range are refused by name, before anything samples", "[sampler]") {
+  REQUIRE(ValidateSamplerParams(SamplerParams{}).ok());
+  struct Case {
+    const char* name;
+    void (*set)(SamplerParams&);
+  };
+  const Case cases[] = {
+      {"min_p", [](SamplerParams& p) { p.min_p = 2.0f; }},
+      {"min_p", [](SamplerParams& p) { p.min_p = -0.5f; }},
+      {"min_p", [](SamplerParams& p) { p.min_p = std::nanf(""); }},
+      {"top_p", [](SamplerParams& p) { p.top_p = 1.5f; }},
+      {"top_p", [](SamplerParams& p) { p.top_p = std::nanf(""); }},
+      {"temperature", [](SamplerParams& p) { p.temperature = std::nanf(""); }},
+      {"temperature", [](SamplerParams& p) { p.temperature = INFINITY; }},
+      {"repeat_penalty", [](SamplerParams& p) { p.repeat_penalty = 0.0f; }},
+      {"repeat_penalty", [](SamplerParams& p) { p.repeat_penalty = -1.0f; }},
+      {"repeat_last_n", [](SamplerParams& p) { p.repeat_last_n = -2; }},
+      {"top_k", [](SamplerParams& p) { p.top_k = -5; }},
+  };
+  for (const Case& c : cases) {
+    SamplerParams p;
+    c.set(p);
+    const absl::Status st = ValidateSamplerParams(p);
+    INFO(c.name << ": " << st.ToString());
+    REQUIRE(absl::IsInvalidArgument(st));
+    REQUIRE(st.message().find(c.name) != absl::string_view::npos);
+    REQUIRE(st.message().find("range") != absl::string_view::npos);
+  }
+}
+
+TEST_CASE("min_p at its limit keeps the top token (the draw never runs out of candidates)",
+          "[sampler]") {
+  // min_p = 1 keeps exactly the tokens tied with the maximum; a sampler built without
+  // validation and min_p > 1 (which used to read before its candidate vector) still returns
+  // the top token.
+  auto rng = test::SeededRng(31);
+  std::vector<float> logits = RandomLogits(rng, 500, 3.0f);
+  for (float min_p : {1.0f, 2.0f, 1e30f}) {
+    SamplerParams p;
+    p.temperature = 1.0f;
+    p.min_p = min_p;
+    p.top_k = 0;
+    Sampler s(p);
+    for (int i = 0; i < 50; ++i)
+      REQUIRE(s.Sample(logits, {}) == static_cast<int32_t>(ArgMax(logits)));
+  }
+}
+
 }  // namespace
 }  // namespace kx

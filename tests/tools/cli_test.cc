@@ -40,6 +40,14 @@ TEST_CASE("cli: argument errors exit 1 with a message on stderr", "[cli]") {
   auto bad_int = RunProgram(kCli, "-n abc -p hi", true);
   CHECK(bad_int.exit_code == 1);
   CHECK(Contains(bad_int.out, "expects an integer"));
+  // Sampling parameters out of range are refused before the model loads, naming the range.
+  for (const char* bad : {"--min-p 2", "--min-p -1", "--top-p 1.5", "--temp nan",
+                          "--repeat-penalty 0"}) {
+    auto r = RunProgram(kCli, std::string(bad) + " -m /nonexistent/x.gguf -p hi", true);
+    INFO(bad << " → " << r.out);
+    CHECK(r.exit_code == 1);
+    CHECK(Contains(r.out, "out of range"));
+  }
   // Nothing on stdout for errors.
   auto quiet = RunProgram(kCli, "-m /nonexistent/x.gguf -p hi", false);
   CHECK(quiet.out.empty());
