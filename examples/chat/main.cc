@@ -237,6 +237,7 @@ int main(int argc, char** argv) {
         return true;
       };
     }
+    kairox::Sampler sampler(sp);  // validates the sampling flags before the model loads
     kairox::Model model(model_path, mo);
     const kx_model_info info = model.Info();
     kairox::SessionParams sessp;
@@ -251,7 +252,6 @@ int main(int argc, char** argv) {
     sessp.prefetch = !args.Has("--no-prefetch");
     if (!args.ok()) return Fail(args.error());
     kairox::Session session(model, sessp);
-    kairox::Sampler sampler(sp);
     Chat chat(model, session, sampler, system, static_cast<int32_t>(n_predict));
 
     if (!interactive) {  // one prompt from stdin, one answer
