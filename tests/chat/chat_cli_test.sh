@@ -20,6 +20,8 @@ err=$("$chat" --bogus 2>&1 >/dev/null); rc=$?
 expect "an unknown flag fails" '(( rc != 0 )) && [[ $err == *"unknown argument"* ]]'
 err=$(echo hi | "$chat" -m "$dir/missing.gguf" 2>&1 >/dev/null); rc=$?
 expect "a missing model fails with its path" '(( rc != 0 )) && [[ $err == *"missing.gguf"* ]]'
+err=$(echo hi | "$chat" -m "$dir/missing.gguf" --min-p 3 2>&1 >/dev/null); rc=$?
+expect "min-p out of range fails before the model loads" '(( rc != 0 )) && [[ $err == *"min_p"*"out of range"* && $err != *"missing.gguf"* ]]'
 set -e
 "$writer" "$dir/tiny.gguf"
 out=$(echo "hello there" | "$chat" -m "$dir/tiny.gguf" -n 8 -t 2 -c 128 2>"$dir/stderr.txt")
