@@ -48,7 +48,10 @@ absl::Status ReadAll(int fd, uint8_t* dst, uint64_t size, const std::string& pat
 }  // namespace
 
 absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path, Mode mode) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO (or a device) for reading would otherwise block until a
+  // writer appears — forever for `-m some.fifo`. Regular files ignore the flag; anything else
+  // is refused below.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int err = errno;
     auto msg = absl::StrCat("cannot open '", path, "': ", std::strerror(err));

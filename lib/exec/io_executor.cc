@@ -258,14 +258,20 @@ absl::StatusOr<std::unique_ptr<IoExecutor>> IoExecutor::Create(const IoOptions& 
 }
 
 absl::StatusOr<int> OpenForDirectRead(const std::string& path, bool* direct) {
-  int fd = open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+  // O_NONBLOCK so a FIFO in place of the file fails below instead of blocking the open.
+  int fd = open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC | O_NONBLOCK);
   *direct = fd >= 0;
   if (fd < 0 && errno == EINVAL) {  // the filesystem has no O_DIRECT (tmpfs)
-    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   }
   if (fd < 0) {
     const int err = errno;
     return absl::ErrnoToStatus(err, absl::StrCat("cannot open ", path, ": ", std::strerror(err)));
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
   }
   return fd;
 }

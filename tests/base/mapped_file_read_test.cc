@@ -3,7 +3,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
+#include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -113,6 +118,25 @@ TEST_CASE("MappedFile::Lock locks small files or explains RLIMIT_MEMLOCK", "[map
     CHECK(f->data()[8191] == 0x5A);
     kx::MappedFile moved = std::move(*f);  // the lock moves with the buffer
     CHECK(moved.locked() == st.ok());
+  }
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("MappedFile refuses a FIFO at once instead of waiting for a writer", "[mapped_file]") {
+  const std::string path = TempPath("fifo");
+  ::unlink(path.c_str());
+  REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+  for (Mode mode : {Mode::kMap, Mode::kRead}) {
+    // A blocked open() never returns: wait on another thread, and fail (without joining the
+    // stuck thread) if it has not answered in time.
+    auto result = std::async(std::launch::async, [&] { return kx::MappedFile::Open(path, mode); });
+    if (result.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      FAIL_CHECK("MappedFile::Open blocked on a FIFO");
+      std::_Exit(1);
+    }
+    const auto file = result.get();
+    REQUIRE(absl::IsInvalidArgument(file.status()));
+    REQUIRE(file.status().message().find("not a regular file") != absl::string_view::npos);
   }
   ::unlink(path.c_str());
 }

@@ -412,6 +412,13 @@ TEST_CASE("OpenForDirectRead opens the file", "[io]") {
   close(*fd);
   absl::StatusOr<int> missing = OpenForDirectRead(File().dir + "/missing", &direct);
   REQUIRE(missing.status().code() == absl::StatusCode::kNotFound);
+  // A FIFO in place of the file is refused at once (a blocking open would hang the test).
+  const std::string fifo = File().dir + "/fifo";
+  unlink(fifo.c_str());
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  absl::StatusOr<int> not_regular = OpenForDirectRead(fifo, &direct);
+  REQUIRE(not_regular.status().code() == absl::StatusCode::kInvalidArgument);
+  unlink(fifo.c_str());
 }
 
 TEST_CASE("kAuto honours KAIROX_IO=pread; bad options are rejected", "[io]") {
