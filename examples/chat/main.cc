@@ -210,11 +210,11 @@ int main(int argc, char** argv) {
   }
   const std::string model_path = args.Str("-m", "--model", kx::cli::DefaultModelPath());
   const std::string system = args.Str("--system", "", "");
-  const long long n_predict = args.Int("-n", "--n-predict", -1);
-  const long long n_threads = args.Int("-t", "--threads", 0);
-  const long long n_ctx_arg = args.Int("-c", "--ctx-size", 0);
+  const long long n_predict = args.Int("-n", "--n-predict", -1, -1);
+  const long long n_threads = args.Int("-t", "--threads", 0, 0);
+  const long long n_ctx_arg = args.Int("-c", "--ctx-size", 0, 0);
   kairox::SamplerParams sp;
-  sp.seed = static_cast<uint64_t>(args.Int("-s", "--seed", 42));
+  sp.seed = static_cast<uint64_t>(args.Int("-s", "--seed", 42, 0, LLONG_MAX));
   sp.temperature = static_cast<float>(args.Float("--temp", "", 0.7));
   sp.top_k = static_cast<int32_t>(args.Int("--top-k", "", sp.top_k));
   sp.top_p = static_cast<float>(args.Float("--top-p", "", sp.top_p));

@@ -103,8 +103,8 @@ int main(int argc, char** argv) {
   kx::EngineOptions opts;
   kx::cli::ApplySparseArgs(args, &opts);
   if (!args.ok()) return Fail(args.error());
-  opts.n_threads = static_cast<int>(args.Int("-t", "--threads", 0));
-  opts.n_ctx = static_cast<int>(args.Int("-c", "--ctx-size", 0));
+  opts.n_threads = static_cast<int>(args.Int("-t", "--threads", 0, 0));
+  opts.n_ctx = static_cast<int>(args.Int("-c", "--ctx-size", 0, 0));
   const std::string kv_type = args.Str("--kv-type", "", "f16");
   if (kv_type == "q8_0") {
     opts.kv_type = kx::EngineOptions::KvType::kQ8_0;
@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
     return Fail("--kv-type expects f16 or q8_0, got '" + kv_type + "'");
   }
   kx::SamplerParams sp;
-  sp.seed = static_cast<uint64_t>(args.Int("-s", "--seed", 42));
+  sp.seed = static_cast<uint64_t>(args.Int("-s", "--seed", 42, 0, LLONG_MAX));
   sp.temperature = static_cast<float>(args.Float("--temp", "", sp.temperature));
   sp.top_k = static_cast<int>(args.Int("--top-k", "", sp.top_k));
   sp.top_p = static_cast<float>(args.Float("--top-p", "", sp.top_p));
@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
   kx::ModelOptions model_opts;
   model_opts.use_mmap = !args.Has("--no-mmap");
   model_opts.mlock = args.Has("--mlock");
-  const long long n_predict = args.Int("-n", "--n-predict", 128);
+  const long long n_predict = args.Int("-n", "--n-predict", 128, -1);
   if (!args.ok()) return Fail(args.error());
   if (absl::Status st = kx::ValidateSamplerParams(sp); !st.ok()) {
     return Fail("sampling: " + std::string(st.message()));

@@ -72,9 +72,11 @@ class Args {
     const std::string* v = Find(a, b, nullptr);
     return v ? *v : def;
   }
-  // An integer in [min_value, max_value]; def when the flag is absent.
+  // An integer in [min_value, max_value]; def when the flag is absent. The default range is
+  // int32's, because most flags land in an int: a wider value is an error, never truncated
+  // (`-c 4294967552` once ran with n_ctx 256). Flags that hold 64 bits pass their own range.
   long long Int(const std::string& a, const std::string& b, long long def,
-                long long min_value = LLONG_MIN, long long max_value = LLONG_MAX) {
+                long long min_value = INT32_MIN, long long max_value = INT32_MAX) {
     std::string flag;
     const std::string* s = Find(a, b, &flag);
     if (s == nullptr) return def;
@@ -84,7 +86,7 @@ class Args {
     if (errno != 0 || end == s->c_str() || *end != '\0' || v < min_value || v > max_value) {
       std::string range;
       if (min_value != LLONG_MIN) range = " >= " + std::to_string(min_value);
-      if (max_value != LLONG_MAX) range += " and <= " + std::to_string(max_value);
+      if (max_value != LLONG_MAX) range += (range.empty() ? " <= " : " and <= ") + std::to_string(max_value);
       Fail(flag + " expects an integer" + range + ", got '" + *s + "'");
       return def;
     }

@@ -72,9 +72,9 @@ int main(int argc, char** argv) {
   o.sparsity = static_cast<float>(args.Float("--sparsity", "", o.sparsity));
   o.sparsity_requested = args.Has("--sparsity") || args.Has("--levels");
   o.group_size = static_cast<int>(args.Int("--group-size", "", 16, 1, 32));
-  o.calibration.token_budget = args.Int("--tokens", "", 4096, 64);
+  o.calibration.token_budget = args.Int("--tokens", "", 4096, 64, LLONG_MAX);
   o.calibration.text_file = args.Str("--calib-file", "", "");
-  o.calibration.seed = static_cast<uint64_t>(args.Int("--seed", "", 1, 0));
+  o.calibration.seed = static_cast<uint64_t>(args.Int("--seed", "", 1, 0, LLONG_MAX));
   o.predictor.target_recall = args.Float("--target-recall", "", 0.95);
   o.predictor.max_rank = static_cast<int>(args.Int("--max-rank", "", 256, 1));
   o.train_predictors = !args.Has("--no-predictors");

@@ -40,6 +40,15 @@ TEST_CASE("cli: argument errors exit 1 with a message on stderr", "[cli]") {
   auto bad_int = RunProgram(kCli, "-n abc -p hi", true);
   CHECK(bad_int.exit_code == 1);
   CHECK(Contains(bad_int.out, "expects an integer"));
+  // Integers that do not fit where they go are refused, never truncated (-c 4294967552 once
+  // ran with n_ctx 256, -t 4294967296 with the default, -n -5 as -1).
+  for (const char* bad : {"-c 4294967552", "-t 4294967296", "-n -5", "-t -1",
+                          "--top-k 99999999999"}) {
+    auto r = RunProgram(kCli, std::string(bad) + " -m /nonexistent/x.gguf -p hi", true);
+    INFO(bad << " → " << r.out);
+    CHECK(r.exit_code == 1);
+    CHECK(Contains(r.out, "expects an integer"));
+  }
   // Sampling parameters out of range are refused before the model loads, naming the range.
   for (const char* bad : {"--min-p 2", "--min-p -1", "--top-p 1.5", "--temp nan",
                           "--repeat-penalty 0"}) {
