@@ -10,6 +10,7 @@
 #include "base/size_parse.h"
 #include "engine/decode_graph.h"
 #include "engine/engine_impl.h"
+#include "kernels/cpu/layer_ops.h"
 #include "policy/policy.h"
 
 namespace kx {
@@ -22,15 +23,6 @@ int DefaultThreads() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
   return std::max(1u, std::thread::hardware_concurrency());
-}
-
-// RoPE's per-pair frequencies base^(−2i/n_rot), i < n_rot/2.
-std::vector<float> RopeInvFreq(float base, int n_rot) {
-  std::vector<float> inv_freq(n_rot / 2);
-  for (int i = 0; i < n_rot / 2; ++i) {
-    inv_freq[i] = static_cast<float>(std::pow(static_cast<double>(base), -2.0 * i / n_rot));
-  }
-  return inv_freq;
 }
 
 }  // namespace
@@ -143,9 +135,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
   impl->scores.resize(static_cast<size_t>(n_threads) * impl->n_ctx);
   impl->rope_cos.resize(B * hp.n_rot / 2);
   impl->rope_sin.resize(B * hp.n_rot / 2);
-  impl->inv_freq = RopeInvFreq(hp.rope_freq_base, hp.n_rot);
+  impl->inv_freq = cpu::RopeInvFreq(hp.rope_freq_base, hp.n_rot);
   if (!hp.layer_is_local.empty()) {
-    impl->inv_freq_local = RopeInvFreq(hp.rope_freq_base_local, hp.n_rot);
+    impl->inv_freq_local = cpu::RopeInvFreq(hp.rope_freq_base_local, hp.n_rot);
     impl->rope_cos_local.resize(B * hp.n_rot / 2);
     impl->rope_sin_local.resize(B * hp.n_rot / 2);
   }

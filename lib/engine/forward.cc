@@ -13,6 +13,7 @@
 #include "engine/decode_graph.h"
 #include "engine/engine_impl.h"
 #include "engine/forward_ops.h"
+#include "kernels/cpu/layer_ops.h"
 #include "kernels/cpu/quantize.h"
 #include "model/llama_ffn_activation.h"
 
@@ -22,18 +23,10 @@ namespace {
 // The F16 KV cache's rows, stored as bytes (engine_impl.h: the same buffer
 // holds Q8_0 blocks with KvType::kQ8_0); offsets are always even.
 uint16_t* KvF16(uint8_t* p) { return reinterpret_cast<uint16_t*>(p); }
-const uint16_t* KvF16(const uint8_t* p) { return reinterpret_cast<const uint16_t*>(p); }
 
 // Rows per unit when splitting a linear op across threads: keeps the kernels'
 // multi-row inner loops full.
 constexpr int64_t kRowAlign = 8;
-
-void RmsNorm(const float* src, const float* weight, float* dst, int n, float eps) {
-  double sum_sq = 0.0;
-  for (int i = 0; i < n; ++i) sum_sq += static_cast<double>(src[i]) * src[i];
-  const float scale = static_cast<float>(1.0 / std::sqrt(sum_sq / n + eps));
-  for (int i = 0; i < n; ++i) dst[i] = src[i] * scale * weight[i];
-}
 
 // ---- oneDNN bf16 prefill (engine/dnnl_linear.h; owner: dnnl) ----
 // The prefill path: EngineOptions::prefill, overridden by
@@ -86,20 +79,6 @@ bool TryDnnlGroup(Engine::Impl& m, const float* src, int64_t src_ld, int n_token
 }
 // ---- end oneDNN bf16 prefill ----
 
-// Rotates pairs of one head in place (RoPE), with cos/sin for its position.
-// Only the first n_rot dimensions rotate; NeoX pairs dimension i with
-// i + n_rot/2 (not head_dim/2) when the rotation is partial.
-void RopeHead(float* h, const float* cos_t, const float* sin_t, int n_rot, RopeStyle style) {
-  const int half = n_rot / 2;
-  for (int i = 0; i < half; ++i) {
-    const int a = style == RopeStyle::kAdjacent ? 2 * i : i;
-    const int b = style == RopeStyle::kAdjacent ? 2 * i + 1 : i + half;
-    const float x0 = h[a], x1 = h[b];
-    h[a] = x0 * cos_t[i] - x1 * sin_t[i];
-    h[b] = x0 * sin_t[i] + x1 * cos_t[i];
-  }
-}
-
 void AddBias(float* dst, const WeightRef& bias, int n) {
   const auto* b = reinterpret_cast<const float*>(bias.data);
   for (int i = 0; i < n; ++i) dst[i] += b[i];
@@ -123,15 +102,7 @@ void Activation(const LlamaHParams& hp, float* gate, const float* up, int64_t n)
 // cos/sin of position·inv_freq for every position of the batch: [b][half].
 void RopeTables(const std::vector<float>& inv_freq, int n_past, int n, float* cos_dst,
                 float* sin_dst) {
-  const int half = static_cast<int>(inv_freq.size());
-  for (int b = 0; b < n; ++b) {
-    const double pos = static_cast<double>(n_past + b);
-    for (int i = 0; i < half; ++i) {
-      const double theta = pos * inv_freq[i];
-      cos_dst[b * half + i] = static_cast<float>(std::cos(theta));
-      sin_dst[b * half + i] = static_cast<float>(std::sin(theta));
-    }
-  }
+  cpu::RopeTables(inv_freq.data(), static_cast<int>(inv_freq.size()), n_past, n, cos_dst, sin_dst);
 }
 
 // Runs every job of the group on the rows of `src` (n_tokens rows of
@@ -256,30 +227,8 @@ void RunAttentionPart(const AttnPlan& a, int ith, int nth) {
     // blocks, so its offset scales like the row).
     const size_t key0 = static_cast<size_t>(first_key) * kv_row_bytes +
                         static_cast<size_t>(kvh) * hd * kv_row_bytes / kvd;
-    if (kv_q8) {
-      vec.dot_q8_0_rows(kc + key0, kv_row_bytes, n_keys, qh, hd, sc);
-    } else {
-      vec.dot_f16_rows(KvF16(kc + key0), kvd, n_keys, qh, hd, sc);
-    }
-    float max_s = -INFINITY;
-    for (int t = 0; t < n_keys; ++t) {
-      sc[t] *= attn_scale;
-      max_s = std::max(max_s, sc[t]);
-    }
-    float sum = 0.0f;
-    for (int t = 0; t < n_keys; ++t) {
-      sc[t] = std::exp(sc[t] - max_s);
-      sum += sc[t];
-    }
-    const float inv = 1.0f / sum;
-    for (int t = 0; t < n_keys; ++t) sc[t] *= inv;
-    float* out = &attn[b * qd + h * hd];
-    std::memset(out, 0, sizeof(float) * hd);
-    if (kv_q8) {
-      vec.axpy_q8_0_rows(sc, vc + key0, kv_row_bytes, n_keys, out, hd);
-    } else {
-      vec.axpy_f16_rows(sc, KvF16(vc + key0), kvd, n_keys, out, hd);
-    }
+    cpu::AttendHead(vec, kv_q8, qh, kc + key0, vc + key0, kv_row_bytes, n_keys, hd, attn_scale,
+                    sc, &attn[b * qd + h * hd]);
   }
 }
 
@@ -299,7 +248,7 @@ void EmbedStage(Engine::Impl& m, const int32_t* tokens, int n) {
 void AttnNormStage(Engine::Impl& m, int layer, int n) {
   const int d = m.hp.n_embd;
   const float* norm = F32(m.w.layers[layer].attn_norm);
-  for (int b = 0; b < n; ++b) RmsNorm(&m.x[b * d], norm, &m.xn[b * d], d, m.hp.rms_eps);
+  for (int b = 0; b < n; ++b) cpu::RmsNorm(&m.x[b * d], norm, &m.xn[b * d], d, m.hp.rms_eps);
 }
 
 void QkvBiasStage(Engine::Impl& m, int layer, int n) {
@@ -321,11 +270,11 @@ void QkNormStage(Engine::Impl& m, int layer, int n) {
   for (int b = 0; b < n; ++b) {
     for (int h = 0; h < hp.n_head; ++h) {
       float* qh = &m.q[b * qd + h * hd];
-      RmsNorm(qh, F32(L.attn_q_norm), qh, hd, hp.rms_eps);
+      cpu::RmsNorm(qh, F32(L.attn_q_norm), qh, hd, hp.rms_eps);
     }
     for (int h = 0; h < hp.n_head_kv; ++h) {
       float* kh = &m.k[b * kvd + h * hd];
-      RmsNorm(kh, F32(L.attn_k_norm), kh, hd, hp.rms_eps);
+      cpu::RmsNorm(kh, F32(L.attn_k_norm), kh, hd, hp.rms_eps);
     }
   }
 }
@@ -345,10 +294,10 @@ void RopeStage(Engine::Impl& m, int layer, int n) {
     const float* ct = &cos_table[b * half_rot];
     const float* st = &sin_table[b * half_rot];
     for (int h = 0; h < hp.n_head; ++h) {
-      RopeHead(&m.q[b * qd + h * hd], ct, st, hp.n_rot, hp.rope_style);
+      cpu::RopeHead(&m.q[b * qd + h * hd], ct, st, hp.n_rot, hp.rope_style == RopeStyle::kNeox);
     }
     for (int h = 0; h < hp.n_head_kv; ++h) {
-      RopeHead(&m.k[b * kvd + h * hd], ct, st, hp.n_rot, hp.rope_style);
+      cpu::RopeHead(&m.k[b * kvd + h * hd], ct, st, hp.n_rot, hp.rope_style == RopeStyle::kNeox);
     }
     const size_t pos = static_cast<size_t>(m.n_past + b);
     if (kv_q8) {
@@ -371,7 +320,7 @@ void AttnResidualStage(Engine::Impl& m, int layer, int n) {
   const int d = m.hp.n_embd;
   if (m.hp.post_norms) {
     const float* post = F32(m.w.layers[layer].post_attention_norm);
-    for (int b = 0; b < n; ++b) RmsNorm(&m.ffo[b * d], post, &m.ffo[b * d], d, m.hp.rms_eps);
+    for (int b = 0; b < n; ++b) cpu::RmsNorm(&m.ffo[b * d], post, &m.ffo[b * d], d, m.hp.rms_eps);
   }
   for (int i = 0; i < n * d; ++i) m.x[i] += m.ffo[i];
 }
@@ -379,7 +328,7 @@ void AttnResidualStage(Engine::Impl& m, int layer, int n) {
 void FfnNormStage(Engine::Impl& m, int layer, int n) {
   const int d = m.hp.n_embd;
   const float* norm = F32(m.w.layers[layer].ffn_norm);
-  for (int b = 0; b < n; ++b) RmsNorm(&m.x[b * d], norm, &m.xn[b * d], d, m.hp.rms_eps);
+  for (int b = 0; b < n; ++b) cpu::RmsNorm(&m.x[b * d], norm, &m.xn[b * d], d, m.hp.rms_eps);
 }
 
 void FfnActStage(Engine::Impl& m, int n, FfnHook* hook, int layer) {
@@ -398,7 +347,7 @@ void FfnResidualStage(Engine::Impl& m, int layer, int n) {
   const int d = m.hp.n_embd;
   if (m.hp.post_norms) {
     const float* post = F32(m.w.layers[layer].post_ffw_norm);
-    for (int b = 0; b < n; ++b) RmsNorm(&m.ffo[b * d], post, &m.ffo[b * d], d, m.hp.rms_eps);
+    for (int b = 0; b < n; ++b) cpu::RmsNorm(&m.ffo[b * d], post, &m.ffo[b * d], d, m.hp.rms_eps);
   }
   for (int i = 0; i < n * d; ++i) m.x[i] += m.ffo[i];
 }
@@ -406,7 +355,7 @@ void FfnResidualStage(Engine::Impl& m, int layer, int n) {
 void OutNormStage(Engine::Impl& m, int first, int n) {
   const int d = m.hp.n_embd;
   const float* norm = F32(m.w.output_norm);
-  for (int b = first; b < n; ++b) RmsNorm(&m.x[b * d], norm, &m.xn[b * d], d, m.hp.rms_eps);
+  for (int b = first; b < n; ++b) cpu::RmsNorm(&m.x[b * d], norm, &m.xn[b * d], d, m.hp.rms_eps);
 }
 
 void SoftcapStage(Engine::Impl& m, float* logits, int rows) {
