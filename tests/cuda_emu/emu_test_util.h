@@ -84,4 +84,26 @@ inline bool AllClose(const float* got, const float* want, size_t n, double abs_t
   return ok;
 }
 
+// True when |got[i] − want[i]| <= tol[i] for every element (a bound per element, derived
+// from each element's own arithmetic); prints the worst.
+inline bool AllWithin(const float* got, const double* want, const double* tol, size_t n) {
+  size_t worst = 0;
+  double worst_ratio = -1.0;
+  bool ok = true;
+  for (size_t i = 0; i < n; ++i) {
+    const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (!(err <= tol[i])) ok = false;  // NaN fails
+    const double ratio = std::isnan(err) ? 1e300 : err / (tol[i] > 0.0 ? tol[i] : 1e-300);
+    if (ratio > worst_ratio) {
+      worst_ratio = ratio;
+      worst = i;
+    }
+  }
+  if (!ok) {
+    UNSCOPED_INFO("worst element " << worst << ": got " << got[worst] << ", want " << want[worst]
+                                   << " (tol " << tol[worst] << ")");
+  }
+  return ok;
+}
+
 }  // namespace kx::test

@@ -223,3 +223,15 @@ TEST_CASE("emulator: half and bfloat16 conversions match the CPU's", "[cuda_emu]
     REQUIRE(__float2bfloat16(f).x == kx::cpu::FloatToBf16(f));
   }
 }
+
+TEST_CASE("emulator: __fadd_rn/__fsub_rn/__fmul_rn round each operation on its own",
+          "[cuda_emu]") {
+  // a·a = 1 + 2⁻¹¹ + 2⁻²⁴ is a tie between two floats: rounded alone it is 1 + 2⁻¹¹ (even),
+  // so a·a + c is 0 with separate roundings and 2⁻²⁴ with one FMA.
+  const float a = 1.0f + 0x1p-12f, c = -(1.0f + 0x1p-11f);
+  REQUIRE(__fmul_rn(a, a) == 1.0f + 0x1p-11f);
+  REQUIRE(__fadd_rn(__fmul_rn(a, a), c) == 0.0f);
+  REQUIRE(__fmaf_rn(a, a, c) == 0x1p-24f);
+  REQUIRE(__fsub_rn(1.0f, 0x1p-25f) == 1.0f);
+  REQUIRE(__fsub_rn(3.0f, 0.5f) == 2.5f);
+}

@@ -313,6 +313,12 @@ inline float __fdividef(float a, float b) { return a / b; }
 inline float __frcp_rn(float x) { return 1.0f / x; }
 inline float __fsqrt_rn(float x) { return sqrtf(x); }
 inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+// Round-to-nearest add/sub/multiply that nvcc never contracts into an FMA: kernels use them
+// where the result must round as the CPU's separate operations do. (The emulated build has no
+// FMA contraction: it targets baseline x86-64.)
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
 inline int __float2int_rn(float x) { return static_cast<int>(nearbyintf(x)); }
 inline int __float_as_int(float f) { return ::kx::emu::FromBits<int>(::kx::emu::ToBits(f)); }
