@@ -1,5 +1,5 @@
 // Shared by the CUDA sources of the module: turning cudaError_t into the module's
-// kx_cuda_status plus a per-thread message, which lib/exec turns into an absl::Status.
+// kx_cuda_status plus a per-thread message, which lib/device turns into an absl::Status.
 #pragma once
 
 #include "kernels/cuda/compat.cuh"

@@ -1,6 +1,6 @@
 /* The C interface of the CUDA backend module (libkairox_cuda.so).
  *
- * kairox never links CUDA: lib/exec/device_loader dlopen()s the module and calls
+ * kairox never links CUDA: lib/device/device_loader dlopen()s the module and calls
  * kx_cuda_get_api(). The module links the CUDA runtime statically, so on a machine
  * without a GPU only this module is affected (it needs the driver, libcuda.so.1).
  *
@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define KX_CUDA_ABI_VERSION 1u
+#define KX_CUDA_ABI_VERSION 2u
 #define KX_CUDA_GET_API_SYMBOL "kx_cuda_get_api"
 #define KX_CUDA_MODULE_NAME "libkairox_cuda.so"
 
@@ -102,6 +102,45 @@ typedef struct kx_cuda_api {
   /* The calling thread's last error message ("" if none). Valid until the thread's next
    * call into the module. Never NULL. */
   const char* (*last_error)(void);
+
+  /* ---- ABI 2: streams, events, asynchronous copies, pinned memory, ops by name ---------
+   * (lib/device/cuda_device.cc). Streams and events are cudaStream_t / cudaEvent_t passed
+   * as void*. Asynchronous calls enqueue and return; their errors may surface at a later
+   * synchronize. destroy/free(NULL) does nothing. */
+
+  /* A stream that does not synchronize with the legacy default stream
+   * (cudaStreamNonBlocking). */
+  kx_cuda_status (*stream_create)(void** stream);
+  kx_cuda_status (*stream_destroy)(void* stream);
+  /* An event without timing (cudaEventDisableTiming): the cheapest kind to record. */
+  kx_cuda_status (*event_create)(void** event);
+  kx_cuda_status (*event_destroy)(void* event);
+  kx_cuda_status (*event_record)(void* event, void* stream);
+  /* *done = 1 when the event's latest record completed (or it was never recorded), else 0. */
+  kx_cuda_status (*event_query)(void* event, int32_t* done);
+  kx_cuda_status (*event_synchronize)(void* event);
+  /* Work enqueued on `stream` later waits for the event's latest record. */
+  kx_cuda_status (*stream_wait_event)(void* stream, void* event);
+  kx_cuda_status (*stream_synchronize)(void* stream);
+  /* Copies and memset on `stream`; host memory should be pinned (host_alloc_pinned) for the
+   * copy to be asynchronous and to overlap with other streams' work. */
+  kx_cuda_status (*memcpy_h2d_async)(void* dst_device, const void* src_host, uint64_t bytes,
+                                     void* stream);
+  kx_cuda_status (*memcpy_d2h_async)(void* dst_host, const void* src_device, uint64_t bytes,
+                                     void* stream);
+  kx_cuda_status (*memcpy_d2d_async)(void* dst_device, const void* src_device, uint64_t bytes,
+                                     void* stream);
+  kx_cuda_status (*memset_async)(void* dst_device, int32_t byte_value, uint64_t bytes,
+                                 void* stream);
+  /* Page-locked host memory (cudaHostAlloc / cudaFreeHost). */
+  kx_cuda_status (*host_alloc_pinned)(uint64_t bytes, void** ptr);
+  kx_cuda_status (*host_free_pinned)(void* ptr);
+  /* Free and total memory of the current device (cudaMemGetInfo). */
+  kx_cuda_status (*mem_get_info)(uint64_t* free_bytes, uint64_t* total_bytes);
+  /* The launcher of the op called `name` (kernels/cuda/op_registry.h), or NULL: a
+   *   kx_cuda_status (*)(const kx_cuda_<op>_args* args, void* stream)
+   * declared in kernels/cuda/<op>.cuh. Never fails otherwise; no last_error. */
+  void* (*find_op)(const char* name);
 } kx_cuda_api;
 
 /* Returns the table, or NULL when the module is older than `abi_version`. The table is

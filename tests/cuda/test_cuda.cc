@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "exec/device_loader.h"
+#include "device/device_loader.h"
 #include "test_util.h"
 
 namespace kx {

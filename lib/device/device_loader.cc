@@ -1,4 +1,4 @@
-#include "exec/device_loader.h"
+#include "device/device_loader.h"
 
 #include <dlfcn.h>
 #include <sys/stat.h>
