@@ -34,6 +34,10 @@ kx_status kx_generate_params_init(kx_generate_params* params, uint32_t struct_si
   return KX_STATUS_OK;
 }
 
+kx_status kx_generate_result_init(kx_generate_result* result, uint32_t struct_size) {
+  return kx::capi::InitOutputStruct(__func__, "result", result, struct_size);
+}
+
 kx_status kx_session_generate(kx_session* session, kx_sampler* sampler, const char* prompt,
                               const kx_generate_params* params, kx_generate_result* result) {
   if (session == nullptr) return NullArg(__func__, "session");
@@ -71,7 +75,18 @@ kx_status kx_session_generate(kx_session* session, kx_sampler* sampler, const ch
       const std::vector<int32_t> ids = tok.Encode(prompt, /*add_special=*/s->tokens.empty(),
                                                   /*parse_special=*/true);
       if (!ids.empty()) {
-        if (auto st = kx::capi::SessionEval(s, ids.data(), ids.size(), false)) {
+        const std::string previous_error = kx_last_error();
+        const kx_status st = kx::capi::SessionEval(s, ids.data(), ids.size(), false,
+                                                   kx::capi::EvalStop::kAbortable, p.abort_flag);
+        if (st == KX_STATUS_CANCELLED) {
+          // A normal stop, before any token (nothing streamed), not a failure: the last
+          // error stays as it was.
+          Fail(KX_STATUS_OK, previous_error);
+          r.stop_reason = KX_STOP_ABORTED;
+          if (result != nullptr) kx::capi::WriteStruct(r, result);
+          return KX_STATUS_OK;
+        }
+        if (st != KX_STATUS_OK) {
           return Fail(st, std::string("kx_session_generate: prompt: ") + kx_last_error());
         }
         r.n_prompt = static_cast<int32_t>(ids.size());
@@ -84,7 +99,8 @@ kx_status kx_session_generate(kx_session* session, kx_sampler* sampler, const ch
       const int32_t last = s->tokens.back();
       s->engine->TruncateKv(static_cast<int>(s->tokens.size()) - 1);
       s->tokens.pop_back();
-      if (auto st = kx::capi::SessionEval(s, &last, 1, false)) {
+      // Not abortable: a stop here would lose the token; the loop checks right after.
+      if (auto st = kx::capi::SessionEval(s, &last, 1, false, kx::capi::EvalStop::kToCompletion)) {
         return Fail(st, std::string("kx_session_generate: ") + kx_last_error());
       }
     }
@@ -104,7 +120,9 @@ kx_status kx_session_generate(kx_session* session, kx_sampler* sampler, const ch
     };
     r.stop_reason = KX_STOP_END_OF_GENERATION;
     for (;;) {
-      if (p.abort_flag != nullptr && *p.abort_flag != 0) {
+      // Each generated token is polled once, before it (progress 0 of its evaluation).
+      if ((p.abort_flag != nullptr && *p.abort_flag != 0) ||
+          (s->progress != nullptr && s->progress(s->progress_user_data, 0.0f) != 0)) {
         r.stop_reason = KX_STOP_ABORTED;
         break;
       }
@@ -127,7 +145,8 @@ kx_status kx_session_generate(kx_session* session, kx_sampler* sampler, const ch
           filter.Push(utf8.Push(tok.TokenToPiece(next, /*render_special=*/false)));
       stop_string = filter.stopped();
       emit(next, text);
-      if (auto st = kx::capi::SessionEval(s, &next, 1, false)) {
+      // To completion: its text was streamed, so the token must be in the session.
+      if (auto st = kx::capi::SessionEval(s, &next, 1, false, kx::capi::EvalStop::kToCompletion)) {
         return Fail(st, std::string("kx_session_generate: ") + kx_last_error());
       }
       ++r.n_tokens;

@@ -22,7 +22,7 @@
 struct kx_model_options {
   std::string sidecar_path;
   int32_t n_threads = 0;
-  std::string device = "cpu";
+  std::string device = "auto";
   uint64_t budget_gpu = 0;
   uint64_t budget_ram = 0;
   bool use_mmap = true;  // false: read the file into memory
@@ -55,6 +55,9 @@ struct kx_session {
   std::unique_ptr<kx::Engine> engine;
   std::vector<int32_t> tokens;  // what the KV cache holds, in order
   int32_t n_logits = 0;         // logits rows of the last eval (0: none valid)
+  int32_t n_evaluated = 0;      // tokens of the last eval (n_logits of them kept: 1 or all)
+  kx_progress_callback progress = nullptr;  // kx_session_set_progress_callback
+  void* progress_user_data = nullptr;
   uint64_t seed = 0;
   std::unique_ptr<kx_sampler> default_sampler;
   mutable SessionCounters counters;  // sampling from a const session counts too
@@ -139,7 +142,28 @@ void WriteStruct(const T& src, T* dst) {
 kx_status CopyText(const char* fn, const std::string& text, char* dst, uint64_t capacity,
                    uint64_t* length);
 
+// The _init of an output struct: zeroes the caller's first struct_size bytes of `dst`
+// (named `arg` in messages) and sets its struct_size.
+template <class T>
+kx_status InitOutputStruct(const char* fn, const char* arg, T* dst, uint32_t struct_size) {
+  if (dst == nullptr) return NullArg(fn, arg);
+  if (auto st = CheckStructSize(fn, arg, struct_size)) return st;
+  T zero{};
+  zero.struct_size = sizeof(T);
+  dst->struct_size = struct_size;
+  WriteStruct(zero, dst);
+  return KX_STATUS_OK;
+}
+
+// Whether an evaluation may be stopped: kAbortable polls the session's progress callback
+// (and an abort flag, when given) before each batch and between layers, and a stopped
+// evaluation is CANCELLED with the session as before it; kToCompletion is for a token whose
+// text was already streamed to the caller (it must end up in the session).
+enum class EvalStop { kAbortable, kToCompletion };
+
 // Evaluates tokens on the session, keeping history, logits state and counters in step.
-kx_status SessionEval(kx_session* s, const int32_t* tokens, size_t n, bool all_logits);
+kx_status SessionEval(kx_session* s, const int32_t* tokens, size_t n, bool all_logits,
+                      EvalStop stop = EvalStop::kAbortable,
+                      const volatile int32_t* abort_flag = nullptr);
 
 }  // namespace kx::capi

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "capi/internal.h"
+#include "device/open_device.h"
 #include "model/chat_template.h"
 #include "model/gguf.h"
 #include "model/llama.h"
@@ -69,10 +70,10 @@ kx_status kx_model_options_set_device(kx_model_options* options, const char* dev
   if (options == nullptr) return NullArg(__func__, "options");
   if (device == nullptr) return NullArg(__func__, "device");
   return Guard(__func__, [&] {
-    if (std::string(device) != "cpu") {
-      return Fail(KX_STATUS_UNSUPPORTED, "kx_model_options_set_device: device '" +
-                                             std::string(device) +
-                                             "' is not supported (this version runs on 'cpu')");
+    if (absl::StatusOr<std::optional<kx::DeviceKind>> kind = kx::ParseDeviceKind(device);
+        !kind.ok()) {
+      return Fail(KX_STATUS_INVALID_ARGUMENT,
+                  "kx_model_options_set_device: " + std::string(kind.status().message()));
     }
     options->device = device;
     return KX_STATUS_OK;
@@ -147,6 +148,10 @@ kx_status kx_model_load(const char* path, const kx_model_options* options, kx_mo
 }
 
 void kx_model_free(kx_model* model) { delete model; }
+
+kx_status kx_model_info_init(kx_model_info* info, uint32_t struct_size) {
+  return kx::capi::InitOutputStruct(__func__, "info", info, struct_size);
+}
 
 kx_status kx_model_get_info(const kx_model* model, kx_model_info* info) {
   if (model == nullptr) return NullArg(__func__, "model");

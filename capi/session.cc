@@ -20,11 +20,41 @@ double PerSecond(uint64_t count, int64_t ns) {
   return ns > 0 ? static_cast<double>(count) * kNsPerSecond / static_cast<double>(ns) : 0.0;
 }
 
+// What the engine's abort check (Engine::SetAbortCheck) polls during one evaluation.
+struct AbortSources {
+  const kx_session* session;
+  const volatile int32_t* flag;  // may be null
+};
+
+// The progress callback first (it reports progress even when the flag already says stop).
+bool PollAbort(void* ctx, float progress) {
+  const auto* a = static_cast<const AbortSources*>(ctx);
+  const kx_session* s = a->session;
+  const bool callback_stop =
+      s->progress != nullptr && s->progress(s->progress_user_data, progress) != 0;
+  return callback_stop || (a->flag != nullptr && *a->flag != 0);
+}
+
+// Sets the engine's abort check for one evaluation and clears it on every way out.
+class AbortScope {
+ public:
+  AbortScope(kx::Engine& engine, AbortSources* sources) : engine_(engine) {
+    if (sources != nullptr) engine_.SetAbortCheck(&PollAbort, sources);
+  }
+  ~AbortScope() { engine_.SetAbortCheck(nullptr, nullptr); }
+  AbortScope(const AbortScope&) = delete;
+  AbortScope& operator=(const AbortScope&) = delete;
+
+ private:
+  kx::Engine& engine_;
+};
+
 }  // namespace
 
 namespace kx::capi {
 
-kx_status SessionEval(kx_session* s, const int32_t* tokens, size_t n, bool all_logits) {
+kx_status SessionEval(kx_session* s, const int32_t* tokens, size_t n, bool all_logits,
+                      EvalStop stop, const volatile int32_t* abort_flag) {
   const int32_t n_vocab = s->engine->n_vocab();
   for (size_t i = 0; i < n; ++i) {
     if (tokens[i] < 0 || tokens[i] >= n_vocab) {
@@ -40,16 +70,27 @@ kx_status SessionEval(kx_session* s, const int32_t* tokens, size_t n, bool all_l
                     std::to_string(s->engine->n_ctx()) + " context tokens are in use");
   }
   s->tokens.reserve(s->tokens.size() + n);  // the only allocation that could fail after Eval
+  AbortSources sources{s, abort_flag};
+  const bool abortable =
+      stop == EvalStop::kAbortable && (s->progress != nullptr || abort_flag != nullptr);
   kx::Stopwatch clock;
-  absl::Status st = s->engine->Eval({tokens, n}, all_logits);
+  absl::Status st;
+  {
+    AbortScope scope(*s->engine, abortable ? &sources : nullptr);
+    st = s->engine->Eval({tokens, n}, all_logits);
+  }
   const int64_t ns = clock.ElapsedNs();
-  if (!st.ok()) {
+  if (!st.ok()) {  // the engine rolled back already; this also covers a throw inside it
     s->n_logits = 0;
+    s->n_evaluated = 0;
     s->engine->TruncateKv(static_cast<int>(s->tokens.size()));
     return FromAbsl(st, "eval");
   }
   s->tokens.insert(s->tokens.end(), tokens, tokens + n);
-  s->n_logits = n == 0 ? s->n_logits : (all_logits ? static_cast<int32_t>(n) : 1);
+  if (n > 0) {
+    s->n_logits = all_logits ? static_cast<int32_t>(n) : 1;
+    s->n_evaluated = static_cast<int32_t>(n);
+  }
   s->counters.evals++;
   if (n > 1) {
     s->counters.prompt_tokens += n;
@@ -97,6 +138,11 @@ kx_status kx_session_create(const kx_model* model, const kx_session_params* para
                 "kx_session_create: prefetch must be KX_PREFETCH_ON or KX_PREFETCH_OFF, got " +
                     std::to_string(p.prefetch));
   }
+  if (p.n_gpu_layers < KX_GPU_LAYERS_NONE) {
+    return Fail(KX_STATUS_INVALID_ARGUMENT,
+                "kx_session_create: n_gpu_layers must be KX_GPU_LAYERS_AUTO (0), a layer count or "
+                "KX_GPU_LAYERS_NONE (-1), got " + std::to_string(p.n_gpu_layers));
+  }
   if (!(p.sparsity >= 0.0f && p.sparsity < 1.0f)) {
     return Fail(KX_STATUS_INVALID_ARGUMENT,
                 "kx_session_create: sparsity must be in [0, 1) (0: the sidecar's own)");
@@ -123,6 +169,15 @@ kx_status kx_session_create(const kx_model* model, const kx_session_params* para
     }
     if (p.policy != nullptr && p.policy[0] != '\0') eo.policy = p.policy;
     eo.prefetch = p.prefetch == KX_PREFETCH_ON;
+    eo.device = p.device != nullptr && p.device[0] != '\0' ? p.device : model->options.device;
+    if (p.vram_budget != nullptr && p.vram_budget[0] != '\0') {
+      eo.vram_budget = p.vram_budget;
+    } else if (model->options.budget_gpu > 0) {
+      eo.vram_budget = std::to_string(model->options.budget_gpu);
+    }
+    eo.n_gpu_layers = p.n_gpu_layers == KX_GPU_LAYERS_AUTO   ? -1
+                      : p.n_gpu_layers == KX_GPU_LAYERS_NONE ? 0
+                                                             : p.n_gpu_layers;
     auto engine = kx::Engine::Create(model->model, eo);
     if (!engine.ok()) return kx::capi::FromAbsl(engine.status(), "kx_session_create");
     auto s = std::make_unique<kx_session>();
@@ -138,6 +193,14 @@ kx_status kx_session_create(const kx_model* model, const kx_session_params* para
 }
 
 void kx_session_free(kx_session* session) { delete session; }
+
+kx_status kx_session_set_progress_callback(kx_session* session, kx_progress_callback callback,
+                                           void* user_data) {
+  if (session == nullptr) return NullArg(__func__, "session");
+  session->progress = callback;
+  session->progress_user_data = callback != nullptr ? user_data : nullptr;
+  return KX_STATUS_OK;
+}
 
 kx_status kx_session_eval(kx_session* session, const int32_t* tokens, uint64_t n_tokens,
                           uint32_t flags) {
@@ -167,17 +230,24 @@ kx_status kx_session_get_logits(const kx_session* session, int32_t index, const 
                 "kx_session_get_logits: no logits (nothing evaluated since the last "
                 "truncate/reset)");
   }
-  const int32_t i = index < 0 ? session->n_logits + index : index;
-  if (i < 0 || i >= session->n_logits) {
+  const int32_t n = session->n_evaluated;
+  const bool all_kept = session->n_logits == n;  // KX_EVAL_ALL_LOGITS (or a single token)
+  if (!all_kept && index != -1 && index != n - 1) {
     return Fail(KX_STATUS_INVALID_ARGUMENT,
                 "kx_session_get_logits: index " + std::to_string(index) +
-                    " is out of range: the last evaluation kept " +
-                    std::to_string(session->n_logits) + " row(s) (KX_EVAL_ALL_LOGITS keeps all)");
+                    ": the last evaluation (" + std::to_string(n) +
+                    " tokens) kept only its last token's logits (index -1 or " +
+                    std::to_string(n - 1) + "); evaluate with KX_EVAL_ALL_LOGITS for the others");
+  }
+  const int32_t i = index < 0 ? n + index : index;
+  if (i < 0 || i >= n) {
+    return Fail(KX_STATUS_INVALID_ARGUMENT,
+                "kx_session_get_logits: index " + std::to_string(index) +
+                    " is out of range: the last evaluation had " + std::to_string(n) + " token(s)");
   }
   return Guard(__func__, [&] {
-    // With one kept row the engine indexes it as -1 (its last token).
-    const std::span<const float> row =
-        session->engine->Logits(session->n_logits == 1 ? -1 : i);
+    // With only the last row kept the engine indexes it as -1.
+    const std::span<const float> row = session->engine->Logits(all_kept ? i : -1);
     *logits = row.data();
     *n_vocab = static_cast<int32_t>(row.size());
     return KX_STATUS_OK;
@@ -227,6 +297,7 @@ kx_status kx_session_truncate(kx_session* session, int32_t n_keep) {
     session->engine->TruncateKv(n_keep);
     session->tokens.resize(n_keep);
     session->n_logits = 0;
+    session->n_evaluated = 0;
     return KX_STATUS_OK;
   });
 }
@@ -237,9 +308,14 @@ kx_status kx_session_reset(kx_session* session) {
     session->engine->TruncateKv(0);
     session->tokens.clear();
     session->n_logits = 0;
+    session->n_evaluated = 0;
     session->default_sampler->sampler.Reset(session->seed);
     return KX_STATUS_OK;
   });
+}
+
+kx_status kx_stats_init(kx_stats* stats, uint32_t struct_size) {
+  return kx::capi::InitOutputStruct(__func__, "stats", stats, struct_size);
 }
 
 kx_status kx_session_get_stats(const kx_session* session, kx_stats* stats) {

@@ -4,9 +4,10 @@
 // The conversation is kept as messages; each turn re-renders it with the
 // model's chat template and evaluates only the tokens after the part the
 // session already holds. When the context fills, the oldest turns are dropped
-// (with a message). Ctrl-C stops the current answer, not the program. When
-// stdin is not a terminal, one prompt is read from it, answered, and the
-// program exits (only the answer goes to stdout).
+// (with a message). Ctrl-C stops the current answer, not the program — also
+// while the prompt is still being read, between two layers (the message is then
+// dropped). When stdin is not a terminal, one prompt is read from it, answered,
+// and the program exits (only the answer goes to stdout).
 #include <signal.h>
 #include <unistd.h>
 
@@ -48,6 +49,9 @@ When stdin is not a terminal, one prompt is read from it and answered.
                           the sidecar's); bundles are then read from the sidecar file
       --policy NAME       resident groups under the budget (default tam-adaptive)
       --no-prefetch       read a layer's bundles when it runs, not one layer ahead
+      --device D          cpu, cuda, sim or auto (default: cuda when a GPU is usable)
+      --vram-budget B     device memory to use: 4G or 50% (default: all of it)
+  -ngl, --n-gpu-layers N  at most N layers' attention on the device (-1: all that fit)
   -h, --help              this help
       --version           print the version
 )";
@@ -56,8 +60,10 @@ constexpr int32_t kDefaultCtx = 4096;
 // Room kept free for an answer when old turns are dropped to fit a new one.
 constexpr int32_t kMinAnswerRoom = 256;
 
-volatile int32_t g_abort = 0;      // read by kx_session_generate before each token
-volatile sig_atomic_t g_busy = 0;  // 1 while an answer is being generated
+// Read by the session's progress callback while the prompt is evaluated (between layers)
+// and by kx_session_generate before each token.
+volatile int32_t g_abort = 0;
+volatile sig_atomic_t g_busy = 0;  // 1 from the start of a turn's evaluation to its end
 
 void OnSigint(int) {
   if (g_busy) {
@@ -74,12 +80,25 @@ int Fail(const std::string& msg) {
   return 1;
 }
 
+// Busy for the scope: a Ctrl-C meanwhile stops the turn instead of reprinting the prompt.
+struct BusyScope {
+  BusyScope() {
+    g_abort = 0;
+    g_busy = 1;
+  }
+  ~BusyScope() { g_busy = 0; }
+  BusyScope(const BusyScope&) = delete;
+  BusyScope& operator=(const BusyScope&) = delete;
+};
+
 class Chat {
  public:
+  // `show_progress`: the prompt's progress on stderr (a terminal) while it is read.
   Chat(kairox::Model& model, kairox::Session& session, kairox::Sampler& sampler,
-       std::string system, int32_t n_predict)
+       std::string system, int32_t n_predict, bool show_progress)
       : model_(model), session_(session), sampler_(sampler), system_(std::move(system)),
-        n_predict_(n_predict) {
+        n_predict_(n_predict), show_progress_(show_progress) {
+    session_.SetProgressCallback([this](float progress) { return OnProgress(progress); });
     Reset();
   }
 
@@ -104,26 +123,25 @@ class Chat {
     while (common < held.size() && common + 1 < ids.size() && held[common] == ids[common]) {
       ++common;
     }
+    BusyScope busy;  // before the evaluation: Ctrl-C from here on stops this turn
     session_.Truncate(static_cast<int32_t>(common));
-    session_.Eval(std::vector<int32_t>(ids.begin() + common, ids.end()));
+    if (!ReadPrompt(std::vector<int32_t>(ids.begin() + common, ids.end()))) {
+      messages_.pop_back();  // unanswered: the conversation is as before the message
+      std::fprintf(stderr, "[stopped while reading the prompt; the message was dropped]\n");
+      return false;
+    }
 
     kairox::GenerateParams gp;
     gp.max_tokens = n_predict_;
     gp.abort_flag = &g_abort;
-    g_abort = 0;
-    g_busy = 1;
-    kairox::GenerateResult r;
-    try {
-      r = session_.Generate("", gp, [](std::string_view piece) {
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
-        std::fflush(stdout);
-        return true;
-      }, &sampler_);
-    } catch (...) {
-      g_busy = 0;
-      throw;
-    }
-    g_busy = 0;
+    const kairox::GenerateResult r = session_.Generate(
+        "", gp,
+        [](std::string_view piece) {
+          std::fwrite(piece.data(), 1, piece.size(), stdout);
+          std::fflush(stdout);
+          return true;
+        },
+        &sampler_);
     std::fputc('\n', stdout);
     if (r.stop_reason == KX_STOP_ABORTED) std::fprintf(stderr, "[answer stopped]\n");
     if (r.stop_reason == KX_STOP_CONTEXT_FULL) {
@@ -147,6 +165,43 @@ class Chat {
   }
 
  private:
+  // Evaluates the new part of the prompt. False when Ctrl-C stopped it (the session holds
+  // what it held before).
+  bool ReadPrompt(const std::vector<int32_t>& ids) {
+    reading_ = true;
+    shown_percent_ = -1;
+    bool done = true;
+    try {
+      session_.Eval(ids);
+    } catch (const kairox::Error& e) {
+      if (e.status() != KX_STATUS_CANCELLED) {
+        ClearProgress();
+        throw;
+      }
+      done = false;
+    }
+    ClearProgress();
+    return done;
+  }
+
+  // The session's progress callback: shows how much of the prompt was read, and stops
+  // the evaluation once Ctrl-C set g_abort.
+  bool OnProgress(float progress) {
+    constexpr float kPercent = 100.0f;
+    const int percent = static_cast<int>(progress * kPercent);
+    if (reading_ && show_progress_ && percent != shown_percent_) {
+      std::fprintf(stderr, "\rreading the prompt %3d%%", percent);
+      shown_percent_ = percent;
+    }
+    return g_abort == 0;
+  }
+
+  void ClearProgress() {
+    if (shown_percent_ >= 0) std::fputs("\r\033[K", stderr);
+    reading_ = false;
+    shown_percent_ = -1;
+  }
+
   // Renders the conversation into *ids, dropping the oldest turns while it
   // does not leave room for an answer. False when even the last message alone
   // does not fit.
@@ -182,6 +237,9 @@ class Chat {
   kairox::Sampler& sampler_;
   std::string system_;
   int32_t n_predict_;
+  bool show_progress_;
+  bool reading_ = false;    // the prompt is being evaluated
+  int shown_percent_ = -1;  // what the progress line shows (-1: nothing)
   std::vector<kairox::ChatMessage> messages_;
 };
 
@@ -197,7 +255,8 @@ int main(int argc, char** argv) {
   kx::cli::Args args(argc, argv,
                      {"-m", "--model", "--system", "-n", "--n-predict", "-t", "--threads", "-c",
                       "--ctx-size", "-s", "--seed", "--temp", "--top-k", "--top-p", "--min-p",
-                      "--repeat-penalty", "--sidecar", "--sparsity", "--ram-budget", "--policy"},
+                      "--repeat-penalty", "--sidecar", "--sparsity", "--ram-budget", "--policy",
+                      "--device", "--vram-budget", "-ngl", "--n-gpu-layers"},
                      {"-h", "--help", "--version", "--no-sparse", "--no-prefetch"});
   if (!args.ok()) return Fail(args.error());
   if (args.Has("-h", "--help")) {
@@ -250,9 +309,13 @@ int main(int argc, char** argv) {
     sessp.ram_budget = args.Str("--ram-budget", "", "");
     sessp.policy = args.Str("--policy", "", "");
     sessp.prefetch = !args.Has("--no-prefetch");
+    sessp.device = args.Str("--device", "", "");
+    sessp.vram_budget = args.Str("--vram-budget", "", "");
+    sessp.n_gpu_layers = static_cast<int32_t>(args.Int("-ngl", "--n-gpu-layers", -1, -1));
     if (!args.ok()) return Fail(args.error());
     kairox::Session session(model, sessp);
-    Chat chat(model, session, sampler, system, static_cast<int32_t>(n_predict));
+    Chat chat(model, session, sampler, system, static_cast<int32_t>(n_predict),
+              /*show_progress=*/interactive && isatty(STDERR_FILENO) != 0);
 
     if (!interactive) {  // one prompt from stdin, one answer
       const std::string prompt = Trim(std::string(std::istreambuf_iterator<char>(std::cin), {}));

@@ -9,6 +9,11 @@
 //   --policy NAME    which groups stay resident under the budget
 //   --no-prefetch    a layer's bundle reads start when it runs, not one layer ahead
 //   --tier-log PATH  CSV per token of the tier's λ, hits, reads and stalls
+// and the device flags (docs/device.md):
+//   --device cpu|cuda|sim|auto   where the non-FFN part of the layers runs (default auto)
+//   --vram-budget SIZE|PCT       the device memory kairox may use (default: all of it)
+//   -ngl N, --n-gpu-layers N     at most N layers on the device (llama.cpp's meaning)
+//   --device-profile NAME        the sim device's hardware profile
 // Header-only, for the programs.
 #pragma once
 
@@ -23,7 +28,8 @@ namespace kx::cli {
 inline const std::set<std::string>& SparseValueFlags() {
   static const std::set<std::string> kFlags = {"--sidecar", "--sparsity", "--trace",
                                                  "--ram-budget", "--policy", "--tier-log",
-                                                 "--tier-miss"};
+                                                 "--tier-miss", "--device", "--vram-budget",
+                                                 "-ngl", "--n-gpu-layers", "--device-profile"};
   return kFlags;
 }
 inline const std::set<std::string>& SparseSwitches() {
@@ -53,7 +59,13 @@ inline constexpr char kSparseUsage[] =
     "  --no-prefetch         read a layer's bundles when it runs, not one layer ahead\n"
     "  --tier-log PATH       CSV per layer step: λ, resident, hits, reads, bytes, stalls\n"
     "  --tier-miss read|skip a predicted group not resident: read it (default; exact) or\n"
-    "                        compute without it (only what the policy admits is read)\n";
+    "                        compute without it (only what the policy admits is read)\n"
+    "device (docs/device.md; the FFN stays on the CPU):\n"
+    "  --device D            cpu, cuda, sim (a simulated GPU, for testing) or auto (default:\n"
+    "                        cuda when a usable GPU is found, else cpu)\n"
+    "  --vram-budget SIZE|PCT device memory to use (4G, 50%; default: all of it)\n"
+    "  -ngl N, --n-gpu-layers N  at most N layers' attention on the device (-1: all that fit)\n"
+    "  --device-profile NAME the sim device's profile (rtx4090-pcie4, h100-pcie5, ...)\n";
 
 inline void ApplySparseArgs(Args& args, EngineOptions* o) {
   o->sidecar = args.Str("--sidecar", "", "");
@@ -72,6 +84,10 @@ inline void ApplySparseArgs(Args& args, EngineOptions* o) {
   const std::string miss = args.Str("--tier-miss", "", "read");
   if (miss != "read" && miss != "skip") args.Fail("--tier-miss expects read or skip");
   o->tier_skip_misses = miss == "skip";
+  o->device = args.Str("--device", "", "auto");
+  o->vram_budget = args.Str("--vram-budget", "", "");
+  o->n_gpu_layers = static_cast<int>(args.Int("-ngl", "--n-gpu-layers", -1, -1));
+  o->device_profile = args.Str("--device-profile", "", "");
 }
 
 }  // namespace kx::cli

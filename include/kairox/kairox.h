@@ -35,6 +35,8 @@
  *   A kx_session or kx_sampler is used by one thread at a time (different sessions may run
  *   concurrently, each with its own worker threads).
  * - The ABI is append-only: values and functions are never renumbered or removed.
+ *   kx_version() tells which library is loaded; declarations added after the first release
+ *   (0.1.0) will say "added in <version>".
  */
 #ifndef KAIROX_KAIROX_H_
 #define KAIROX_KAIROX_H_
@@ -114,12 +116,13 @@ typedef struct kx_model_options kx_model_options;
 /* Memory tiers for budgets. */
 typedef enum kx_tier { KX_TIER_GPU = 0, KX_TIER_RAM = 1 } kx_tier;
 
-/* Load progress in [0, 1]; return 0 to continue, non-zero to cancel the load. Called on the
- * loading thread. Progress is reported at stages (opening 0, weights bound 0.5, ready 1). */
+/* Progress in [0, 1]; return 0 to continue, non-zero to cancel. Called on the thread doing
+ * the work: by kx_model_load at stages (opening 0, weights bound 0.5, ready 1), and by a
+ * session's evaluations (kx_session_set_progress_callback). */
 typedef int32_t (*kx_progress_callback)(void* user_data, float progress);
 
 /* Options for kx_model_load. Owned by the caller; not used after kx_model_load returns.
- * Defaults: no sidecar, threads 0 (all cores), device "cpu", no budgets, mmap on. */
+ * Defaults: no sidecar, threads 0 (all cores), device "auto", no budgets, mmap on. */
 KX_API kx_status kx_model_options_create(kx_model_options** out);
 KX_API void kx_model_options_free(kx_model_options* options);
 /* The sparse-inference sidecar (predictors, neuron groups): the default of sessions on this
@@ -127,11 +130,15 @@ KX_API void kx_model_options_free(kx_model_options* options);
 KX_API kx_status kx_model_options_set_sidecar_path(kx_model_options* options, const char* path);
 /* Default worker threads of sessions on this model (0: all cores the process may use). */
 KX_API kx_status kx_model_options_set_threads(kx_model_options* options, int32_t n_threads);
-/* "cpu" only in this version; anything else is KX_STATUS_UNSUPPORTED. */
+/* The default device of sessions on this model whose params name none: "cpu", "cuda", "sim"
+ * or "auto" (the default: cuda when a usable GPU is found, else cpu); anything else is
+ * KX_STATUS_INVALID_ARGUMENT. Whether the device can be opened is checked by
+ * kx_session_create (an explicit "cuda" without a GPU fails there). */
 KX_API kx_status kx_model_options_set_device(kx_model_options* options, const char* device);
 /* Bytes the model may use in `tier` (0: no limit). KX_TIER_RAM: the default RAM budget of
  * sessions on this model whose params name none (kx_session_params.ram_budget); a hard
- * limit (docs/tiers.md). KX_TIER_GPU: stored; no GPU tier yet. */
+ * limit (docs/tiers.md). KX_TIER_GPU: the default VRAM budget of sessions on this model whose
+ * params name none (kx_session_params.vram_budget; docs/device.md). */
 KX_API kx_status kx_model_options_set_budget(kx_model_options* options, kx_tier tier,
                                              uint64_t bytes);
 /* Non-zero: map the file (the default: pages load on demand, shared with the page cache). Zero:
@@ -154,6 +161,7 @@ KX_API kx_status kx_model_load(const char* path, const kx_model_options* options
  * so a model may be freed before its sessions. kx_model_free(NULL) does nothing. */
 KX_API void kx_model_free(kx_model* model);
 
+/* Filled by kx_model_get_info. */
 typedef struct kx_model_info {
   uint32_t struct_size;
   int32_t n_layer;
@@ -171,12 +179,19 @@ typedef struct kx_model_info {
   uint64_t weight_bytes_per_token; /* bytes of weights one decode step reads */
   /* The strings below are owned by the model, valid until kx_model_free. */
   const char* arch;               /* general.architecture, e.g. "llama" */
-  const char* chat_template_kind; /* how kairox formats chats: "chatml" or "generic" */
+  /* The chat format kairox recognised and formats natively (kx_model_apply_chat_template):
+   * "chatml", "llama2", "llama3", "mistral", "gemma", or "generic" ("role: content" lines,
+   * for a template kairox does not know). */
+  const char* chat_template_kind;
   const char* chat_template;      /* the model's Jinja source ("" when it has none) */
   const char* path;
 } kx_model_info;
 
-/* Fills `info` (info->struct_size set by the caller). Thread-safe. */
+/* Zeroes `info` and sets its struct_size (pass sizeof *info), ready for kx_model_get_info. */
+KX_API kx_status kx_model_info_init(kx_model_info* info, uint32_t struct_size);
+
+/* Fills `info` (info->struct_size set by the caller, e.g. by kx_model_info_init).
+ * Thread-safe. */
 KX_API kx_status kx_model_get_info(const kx_model* model, kx_model_info* info);
 
 /* ---------------------------------------------------------------- tokens and text */
@@ -232,20 +247,30 @@ typedef struct kx_session_params {
   int32_t n_batch;   /* tokens per prefill batch; 0: 64 */
   int32_t n_threads; /* 0: the model options' threads (0 there: all cores) */
   uint64_t seed;     /* seed of the session's default sampler (generate with sampler NULL) */
-  /* Activation sparsity (a sidecar built by kairox-prepare). Fields added in 0.2; callers
-   * compiled against an older, smaller struct get these defaults. */
+  /* Activation sparsity (a sidecar built by kairox-prepare). */
   const char* sidecar; /* NULL or "": <model>.kairox.gguf beside the model, when it exists.
                         * Copied; need not outlive the call. */
   int32_t sparse;      /* KX_SPARSE_AUTO (0, default): use the sidecar; KX_SPARSE_OFF: dense */
   float sparsity;      /* 0: the sidecar's own sparsity; else one of its calibrated levels */
-  /* Memory tiers (fields added in 0.3). With a sidecar and a RAM budget, FFN bundles are
-   * read from the sidecar file into the session's own slots (docs/tiers.md). */
+  /* Memory tiers. With a sidecar and a RAM budget, FFN bundles are read from the sidecar
+   * file into the session's own slots (docs/tiers.md). */
   const char* ram_budget; /* NULL or "": the model options' KX_TIER_RAM budget (0: none);
                            * else "512M", "2G" (the whole session) or "50%" (resident bundles
                            * as a share of the sidecar's). Copied. */
   const char* policy;     /* NULL or "": "tam-adaptive"; static, lru, lfu, tam, tam-t, ... */
   int32_t prefetch;       /* KX_PREFETCH_ON (0, default) or KX_PREFETCH_OFF */
+  /* The device (docs/device.md): the non-FFN part of the first layers and the LM head run
+   * there, the FFN on the CPU. Callers compiled against a smaller struct get the defaults. */
+  const char* device;      /* NULL or "": the model options' device ("auto" unless set):
+                            * "cpu", "cuda", "sim" (a simulated GPU, for tests) or "auto"
+                            * (cuda when a usable GPU is found, else cpu). Copied. */
+  const char* vram_budget; /* NULL or "": the model options' KX_TIER_GPU budget (0 there: all
+                            * of the device); else "4G" or "50%" of the device. Copied. */
+  int32_t n_gpu_layers;    /* KX_GPU_LAYERS_AUTO (0, default): every layer that fits;
+                            * N > 0: at most N; KX_GPU_LAYERS_NONE: nothing on the device */
 } kx_session_params;
+
+enum { KX_GPU_LAYERS_AUTO = 0, KX_GPU_LAYERS_NONE = -1 };
 
 enum { KX_PREFETCH_ON = 0, KX_PREFETCH_OFF = 1 };
 
@@ -260,18 +285,42 @@ KX_API kx_status kx_session_create(const kx_model* model, const kx_session_param
                                    kx_session** out);
 KX_API void kx_session_free(kx_session* session);
 
+/* Called on the evaluating thread while the session evaluates tokens — kx_session_eval, and
+ * kx_session_generate's prompt and generated tokens — with the share of the call's tokens
+ * done, in [0, 1]: before each batch (kx_session_params.n_batch tokens) and between the
+ * model's layers, so a long prompt can be stopped within one layer's work. (A generated
+ * token, a single-token kx_session_eval and every token under a RAM budget with a sidecar
+ * are polled once, before each.)
+ * Return non-zero to stop: kx_session_eval then fails with CANCELLED, kx_session_generate
+ * stops with KX_STOP_ABORTED. It must not call kairox functions on this session. NULL
+ * removes it; `user_data` must stay valid while it is set. */
+KX_API kx_status kx_session_set_progress_callback(kx_session* session,
+                                                  kx_progress_callback callback,
+                                                  void* user_data);
+
 enum { KX_EVAL_ALL_LOGITS = 1 /* keep logits of every token, not only the last */ };
 
 /* Appends `tokens` after the session's n_past tokens and evaluates them. Fails, changing
  * nothing, with CONTEXT_FULL when they do not fit or INVALID_ARGUMENT for an id out of
- * range. A call with more than one token counts as prompt processing in the statistics. */
+ * range. CANCELLED when the progress callback stopped it: the KV cache and token history
+ * are as before the call, but the logits are gone (as after kx_session_truncate). A call
+ * with more than one token counts as prompt processing in the statistics.
+ * Example: stopping a long prompt from another thread or a signal handler:
+ *
+ *   static volatile sig_atomic_t stop = 0;   // set to 1 elsewhere
+ *   static int32_t check_stop(void* ud, float progress) { (void)ud; (void)progress; return stop; }
+ *   kx_session_set_progress_callback(session, check_stop, NULL);
+ *   if (kx_session_eval(session, ids, n, 0) == KX_STATUS_CANCELLED) { ... as before the call ... }
+ */
 KX_API kx_status kx_session_eval(kx_session* session, const int32_t* tokens,
                                  uint64_t n_tokens, uint32_t flags);
 
-/* Logits (n_vocab floats) of token `index` of the last evaluation (-1: its last token;
- * other indices need KX_EVAL_ALL_LOGITS). *logits points into the session, valid until the
- * next call that changes it (eval, generate, truncate, reset, free). INVALID_STATE when
- * there are none (nothing evaluated since the last truncate/reset). */
+/* Logits (n_vocab floats) of token `index` of the last evaluation of n tokens: -1 or n - 1
+ * is its last token; with KX_EVAL_ALL_LOGITS any of 0 .. n - 1 (or -n .. -1, counted from
+ * the end). Without that flag only the last token's logits were kept: any other index is
+ * INVALID_ARGUMENT. *logits points into the session, valid until the next call that changes
+ * it (eval, generate, truncate, reset, free). INVALID_STATE when there are none (nothing
+ * evaluated since the last truncate/reset, or the last evaluation failed). */
 KX_API kx_status kx_session_get_logits(const kx_session* session, int32_t index,
                                        const float** logits, int32_t* n_vocab);
 
@@ -343,8 +392,9 @@ typedef struct kx_generate_params {
   const char** stop_strings;       /* may be NULL; generation stops at the first one */
   uint32_t n_stop_strings;
   uint32_t flags;                  /* 0 (reserved) */
-  /* Polled before each token; set it non-zero (from any thread or a signal handler) to
-   * stop. May be NULL. */
+  /* Polled before each generated token and, while the prompt is evaluated, with the
+   * session's progress callback (between batches and layers); set it non-zero (from any
+   * thread or a signal handler) to stop. May be NULL. */
   const volatile int32_t* abort_flag;
   kx_token_callback on_token; /* may be NULL */
   void* user_data;
@@ -357,16 +407,20 @@ typedef enum kx_stop_reason {
   KX_STOP_MAX_TOKENS = 1,
   KX_STOP_STRING = 2,
   KX_STOP_CONTEXT_FULL = 3,
-  KX_STOP_ABORTED = 4,  /* the abort flag */
+  KX_STOP_ABORTED = 4,  /* the abort flag or the session's progress callback */
   KX_STOP_CALLBACK = 5  /* on_token returned non-zero */
 } kx_stop_reason;
 
+/* Filled by kx_session_generate. */
 typedef struct kx_generate_result {
   uint32_t struct_size;
   int32_t n_tokens;    /* tokens generated (each was evaluated into the session) */
-  int32_t n_prompt;    /* prompt tokens evaluated */
+  int32_t n_prompt;    /* prompt tokens evaluated (0 when stopped while evaluating them) */
   int32_t stop_reason; /* a kx_stop_reason */
 } kx_generate_result;
+
+/* Zeroes `result` and sets its struct_size (pass sizeof *result). */
+KX_API kx_status kx_generate_result_init(kx_generate_result* result, uint32_t struct_size);
 
 /* Evaluates `prompt` (may be NULL or "": continue from the session's state; tokenized with
  * KX_TOKENIZE_PARSE_SPECIAL, plus ADD_SPECIAL when the session is empty), then samples with
@@ -374,15 +428,43 @@ typedef struct kx_generate_result {
  * evaluated into the session, so a later call continues the text; the end-of-generation
  * token is not. The streamed text excludes a matched stop string (its tokens are in the
  * session). A prompt that does not fit is CONTEXT_FULL with nothing changed; a full context
- * during generation is a normal stop. `params` and `result` may be NULL. */
+ * during generation is a normal stop. Stopped (abort flag or progress callback) while the
+ * prompt is evaluated: KX_STATUS_OK with KX_STOP_ABORTED, n_prompt = 0, n_tokens = 0 and
+ * the session as before the call except for its logits (as after kx_session_truncate).
+ * `params` and `result` may be NULL.
+ *
+ * Multi-turn chat: keep the conversation as kx_chat_message's and, for every turn, render
+ * all of it with KX_CHAT_ADD_GENERATION_PROMPT, tokenize that with KX_TOKENIZE_ADD_SPECIAL |
+ * KX_TOKENIZE_PARSE_SPECIAL, keep the part the session already holds (the longest common
+ * prefix with kx_session_get_tokens, leaving at least one token to evaluate), evaluate the
+ * rest and generate with no prompt; the streamed text is the assistant's message. The
+ * template writes every end-of-turn marker itself (the end-of-generation token is not
+ * evaluated into the session, and the next render supplies it), so nothing is appended by
+ * hand, and each turn evaluates only its new tokens (all of them again when a client edits
+ * the history):
+ *
+ *   msgs[n_msgs++] = (kx_chat_message){"user", question};
+ *   kx_model_apply_chat_template(model, msgs, n_msgs, KX_CHAT_ADD_GENERATION_PROMPT,
+ *                                text, sizeof text, &len);      // (size query first if needed)
+ *   kx_tokenize(model, text, len, KX_TOKENIZE_ADD_SPECIAL | KX_TOKENIZE_PARSE_SPECIAL,
+ *               ids, max_ids, &n_ids);
+ *   kx_session_get_tokens(session, held, max_ids, &n_held);
+ *   keep = 0;
+ *   while (keep < n_held && keep + 1 < n_ids && held[keep] == ids[keep]) ++keep;
+ *   kx_session_truncate(session, (int32_t)keep);
+ *   kx_session_eval(session, ids + keep, n_ids - keep, 0);
+ *   kx_session_generate(session, sampler, NULL, &gp, &result);  // on_token collects answer
+ *   msgs[n_msgs++] = (kx_chat_message){"assistant", answer};
+ */
 KX_API kx_status kx_session_generate(kx_session* session, kx_sampler* sampler,
                                      const char* prompt, const kx_generate_params* params,
                                      kx_generate_result* result);
 
 /* ---------------------------------------------------------------- statistics */
 
-/* Counters since the session was created or kx_session_reset_stats. Grows by appending
- * (bytes per memory tier, reloads and stalls will come with tiering). */
+/* Counters since the session was created or kx_session_reset_stats, filled by
+ * kx_session_get_stats. Grows by appending (bytes per memory tier, reloads and stalls will
+ * come with tiering). */
 typedef struct kx_stats {
   uint32_t struct_size;
   int32_t n_threads;
@@ -396,7 +478,10 @@ typedef struct kx_stats {
   double gen_tokens_per_second;
 } kx_stats;
 
-/* Fills `stats` (stats->struct_size set by the caller). */
+/* Zeroes `stats` and sets its struct_size (pass sizeof *stats). */
+KX_API kx_status kx_stats_init(kx_stats* stats, uint32_t struct_size);
+
+/* Fills `stats` (stats->struct_size set by the caller, e.g. by kx_stats_init). */
 KX_API kx_status kx_session_get_stats(const kx_session* session, kx_stats* stats);
 KX_API kx_status kx_session_reset_stats(kx_session* session);
 

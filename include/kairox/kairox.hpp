@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -78,6 +79,7 @@ struct ModelOptions {
   std::string sidecar_path;
   uint64_t ram_budget = 0;  // 0: no limit; else the default of sessions on this model
   uint64_t gpu_budget = 0;
+  bool use_mmap = true;  // false: read the file into memory at load (kx_model_options_set_mmap)
   // Progress in [0, 1]; return false to cancel the load (Error with KX_STATUS_CANCELLED).
   std::function<bool(float)> progress;
 };
@@ -100,6 +102,7 @@ class Model {
     }
     detail::Check(kx_model_options_set_budget(raw, KX_TIER_RAM, options.ram_budget));
     detail::Check(kx_model_options_set_budget(raw, KX_TIER_GPU, options.gpu_budget));
+    detail::Check(kx_model_options_set_mmap(raw, options.use_mmap ? 1 : 0));
     ProgressThunk thunk{&options.progress};
     if (options.progress) {
       detail::Check(kx_model_options_set_progress_callback(raw, &ProgressThunk::Call, &thunk));
@@ -112,8 +115,8 @@ class Model {
   const kx_model* get() const { return model_.get(); }
 
   kx_model_info Info() const {
-    kx_model_info info{};
-    info.struct_size = sizeof(info);
+    kx_model_info info;
+    detail::Check(kx_model_info_init(&info, sizeof(info)));
     detail::Check(kx_model_get_info(model_.get(), &info));
     return info;
   }
@@ -228,6 +231,9 @@ struct SessionParams {
   std::string ram_budget;  // "": the model's; "512M", "2G" or "50%" (docs/tiers.md)
   std::string policy;      // "": tam-adaptive
   bool prefetch = true;
+  std::string device;       // "": the model's (auto); cpu, cuda, sim, auto (docs/device.md)
+  std::string vram_budget;  // "": the model's (all of the device); "4G" or "50%"
+  int32_t n_gpu_layers = -1;  // -1: every layer that fits; 0: none; N: at most N (-ngl)
 };
 
 struct GenerateParams {
@@ -258,9 +264,30 @@ class Session {
     sp.ram_budget = p.ram_budget.c_str();
     sp.policy = p.policy.c_str();
     sp.prefetch = p.prefetch ? KX_PREFETCH_ON : KX_PREFETCH_OFF;
+    sp.device = p.device.c_str();
+    sp.vram_budget = p.vram_budget.c_str();
+    sp.n_gpu_layers = p.n_gpu_layers < 0    ? KX_GPU_LAYERS_AUTO
+                      : p.n_gpu_layers == 0 ? KX_GPU_LAYERS_NONE
+                                            : p.n_gpu_layers;
     kx_session* s = nullptr;
     detail::Check(kx_session_create(model.get(), &sp, &s));
     session_ = Ptr(s);
+  }
+
+  // Called while the session evaluates tokens (Eval, Generate's prompt and tokens) with the
+  // share done in [0, 1], before each batch and between layers; return false to stop: Eval
+  // throws Error(KX_STATUS_CANCELLED) with the session as before it, Generate ends with
+  // KX_STOP_ABORTED (kx_session_set_progress_callback). An exception from it stops, too.
+  // Empty removes it. Called on the evaluating thread, never concurrently.
+  void SetProgressCallback(std::function<bool(float)> fn) {
+    if (!fn) {
+      detail::Check(kx_session_set_progress_callback(session_.get(), nullptr, nullptr));
+      progress_.reset();
+      return;
+    }
+    auto holder = std::make_unique<std::function<bool(float)>>(std::move(fn));
+    detail::Check(kx_session_set_progress_callback(session_.get(), &ProgressThunk, holder.get()));
+    progress_ = std::move(holder);  // the old one is no longer referenced by the session
   }
 
   void Eval(const std::vector<int32_t>& tokens, bool all_logits = false) {
@@ -299,8 +326,8 @@ class Session {
   void Truncate(int32_t n_keep) { detail::Check(kx_session_truncate(session_.get(), n_keep)); }
   void Reset() { detail::Check(kx_session_reset(session_.get())); }
   kx_stats Stats() const {
-    kx_stats st{};
-    st.struct_size = sizeof(st);
+    kx_stats st;
+    detail::Check(kx_stats_init(&st, sizeof(st)));
     detail::Check(kx_session_get_stats(session_.get(), &st));
     return st;
   }
@@ -324,8 +351,8 @@ class Session {
     Thunk thunk{&on_text, &out.text, nullptr};
     gp.on_token = &Thunk::Call;
     gp.user_data = &thunk;
-    kx_generate_result r{};
-    r.struct_size = sizeof(r);
+    kx_generate_result r;
+    detail::Check(kx_generate_result_init(&r, sizeof(r)));
     const kx_status st = kx_session_generate(session_.get(), sampler ? sampler->get() : nullptr,
                                              prompt.c_str(), &gp, &r);
     if (thunk.error) std::rethrow_exception(thunk.error);
@@ -355,7 +382,16 @@ class Session {
       }
     }
   };
+  static int32_t ProgressThunk(void* user_data, float progress) {
+    try {
+      return (*static_cast<std::function<bool(float)>*>(user_data))(progress) ? 0 : 1;
+    } catch (...) {
+      return 1;  // never let an exception cross the C library; stop instead
+    }
+  }
   using Ptr = detail::Handle<kx_session, kx_session_free>;
+  // Declared before session_, so the session (which may call it) is freed first.
+  std::unique_ptr<std::function<bool(float)>> progress_;
   Ptr session_;
 };
 

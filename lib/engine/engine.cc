@@ -8,6 +8,7 @@
 
 #include "base/log.h"
 #include "base/size_parse.h"
+#include "device/open_device.h"
 #include "engine/decode_graph.h"
 #include "engine/engine_impl.h"
 #include "kernels/cpu/layer_ops.h"
@@ -54,6 +55,57 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_pa
   KX_ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, Model::Load(model_path));
   return Create(std::move(model), options);
 }
+
+namespace {
+
+// EngineOptions::device → the device's share of the model (engine/device_layers.h), or none.
+absl::Status OpenDeviceLayers(Engine::Impl& m) {
+  const EngineOptions& o = m.options;
+  if (o.n_gpu_layers < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("-ngl must be -1 (all that fit), 0 or a layer count, got ", o.n_gpu_layers));
+  }
+  DeviceOptions d;
+  absl::StatusOr<std::optional<DeviceKind>> kind = ParseDeviceKind(o.device);
+  if (!kind.ok()) return absl::InvalidArgumentError(absl::StrCat("--device: ", kind.status().message()));
+  d.kind = *kind;
+  if (!o.vram_budget.empty()) {
+    absl::StatusOr<SizeSpec> spec = ParseSize(o.vram_budget);
+    if (!spec.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--vram-budget: ", spec.status().message()));
+    }
+    if (!spec->is_percent && spec->bytes == 0) {
+      Log().info("--vram-budget 0: nothing on the device");
+      return absl::OkStatus();
+    }
+    d.vram_budget = *spec;
+  }
+  d.profile = o.device_profile;
+  d.host_budget = m.ram.get();
+  d.seed = o.device_seed;
+  if (o.debug_skip_event_wait >= 0) {
+    d.debug_skip_wait_index = static_cast<uint64_t>(o.debug_skip_event_wait);
+  }
+  KX_ASSIGN_OR_RETURN(std::unique_ptr<Device> dev, OpenDevice(d));
+  if (dev == nullptr) {
+    if (!o.vram_budget.empty() || o.n_gpu_layers > 0) {
+      Log().warn("no device (--device {}): --vram-budget and -ngl have nothing to place",
+                 o.device);
+    }
+    return absl::OkStatus();
+  }
+  DeviceLayers::Config c;
+  c.hp = &m.hp;
+  c.w = &m.w;
+  c.n_ctx = m.n_ctx;
+  c.kv_row_bytes = m.kv_row_bytes;
+  c.kv_q8 = m.kv_type == EngineOptions::KvType::kQ8_0;
+  c.n_gpu_layers = o.n_gpu_layers;
+  KX_ASSIGN_OR_RETURN(m.device, DeviceLayers::Create(c, std::move(dev)));
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Model> model,
                                                        const EngineOptions& options) {
@@ -182,6 +234,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
   } else if (!options.sidecar.empty() || !options.trace_path.empty()) {
     Log().warn("sparsity is off: the sidecar and the trace are not used");
   }
+  KX_RETURN_IF_ERROR(OpenDeviceLayers(*impl));
   // A percentage budget is the share of bundles plus what the rest needs:
   // the limit becomes exactly what is held now.
   if (has_budget && ram_spec.is_percent) KX_RETURN_IF_ERROR(impl->ram->SetLimit(impl->ram->used()));
@@ -223,6 +276,9 @@ absl::Status Engine::Eval(std::span<const int32_t> tokens, bool all_logits) {
   m.logits.resize(static_cast<size_t>(m.n_logit_rows) * vocab);
 
   ThreadPool::HotScope hot(*m.pool);
+  const int n_past_before = m.n_past;
+  m.aborted = false;
+  m.eval_total = n;
   for (int start = 0; start < n; start += m.n_batch) {
     const int count = std::min(m.n_batch, n - start);
     const bool last = start + count == n;
@@ -240,24 +296,61 @@ absl::Status Engine::Eval(std::span<const int32_t> tokens, bool all_logits) {
       // kernels read one token at a time (the batched path would read the
       // model's dense FFN through the page cache).
       for (int i = 0; i < count; ++i) {
+        m.eval_done = start + i;
+        m.eval_batch = 1;
+        if (m.Aborting(0)) break;
         const bool want = dst != nullptr && i >= first_logit;
         m.sparse->BeginBatch(m.n_past);
         m.ForwardBatch(tokens.data() + start + i, 1, want ? 0 : 1,
                        want ? dst + static_cast<size_t>(i - first_logit) * vocab : nullptr);
         m.n_past += 1;
       }
+      if (m.aborted) break;
       if (absl::Status st = m.sparse->status(); !st.ok()) {
         m.n_past -= start + count;
         return absl::DataLossError(absl::StrCat("reading FFN bundles: ", std::string(st.message())));
       }
+      if (m.device != nullptr && !m.device->status().ok()) {
+        m.n_past -= start + count;
+        return absl::InternalError(absl::StrCat("device ", m.device->device().name(), ": ",
+                                                m.device->status().message()));
+      }
       continue;
     }
     if (m.sparse != nullptr) m.sparse->BeginBatch(m.n_past);
+    m.eval_done = start;
+    m.eval_batch = count;
+    if (m.Aborting(0)) break;
     m.ForwardBatch(tokens.data() + start, count, first_logit, dst);
+    if (m.aborted) break;  // between two layers: the batch is dropped below
     m.n_past += count;
+    if (m.device != nullptr && !m.device->status().ok()) {
+      m.n_past -= start + count;
+      return absl::InternalError(
+          absl::StrCat("device ", m.device->device().name(), ": ", m.device->status().message()));
+    }
+  }
+  if (m.aborted) {  // the KV entries written since are past n_past: overwritten later
+    m.n_past = n_past_before;
+    m.n_logit_rows = 0;
+    return absl::CancelledError(absl::StrCat("evaluation stopped by its abort check after ",
+                                             m.eval_done, " of ", n, " tokens"));
   }
   m.profiled_tokens += n;
   return absl::OkStatus();
+}
+
+void Engine::SetAbortCheck(AbortCheck fn, void* ctx) {
+  impl_->abort_fn = fn;
+  impl_->abort_ctx = ctx;
+}
+
+bool Engine::Impl::Aborting(int layer) {
+  if (aborted) return true;
+  if (abort_fn == nullptr) return false;
+  const double done = eval_done + static_cast<double>(eval_batch) * layer / hp.n_layer;
+  aborted = abort_fn(abort_ctx, static_cast<float>(done / eval_total));
+  return aborted;
 }
 
 std::span<const float> Engine::Logits(int i) const {
@@ -293,6 +386,15 @@ void Engine::SetFfnHook(FfnHook* hook) { impl_->ffn_hook = hook; }
 
 SparseRuntime* Engine::sparse() const { return impl_->sparse.get(); }
 const MemoryBudget& Engine::ram_budget() const { return *impl_->ram; }
+
+int Engine::n_device_layers() const { return impl_->device ? impl_->device->n_layers() : 0; }
+bool Engine::device_head() const { return impl_->device && impl_->device->head(); }
+const MemoryBudget* Engine::vram_budget() const {
+  return impl_->device ? &impl_->device->device().vram() : nullptr;
+}
+std::string Engine::device_name() const {
+  return impl_->device ? impl_->device->device().name() : "cpu";
+}
 
 uint64_t Engine::Impl::ScratchBytes() const {
   uint64_t n = 0;

@@ -85,6 +85,19 @@ struct EngineOptions {
   // KAIROX_EXEC=pool|graph overrides.
   enum class Executor { kPool, kGraph };
   Executor executor = Executor::kGraph;
+
+  // The device (lib/device; engine/device_layers.h). With "sim" or "cuda" the non-FFN part of
+  // the first layers — norms, Q/K/V/O, RoPE, attention with that layer's KV cache — and the
+  // LM head (placed first, when it fits) run on the device; the FFN stays on the CPU. Layers
+  // go on the device in order while they fit the VRAM budget and n_gpu_layers allows.
+  // "auto": cuda when a usable GPU is found, else cpu (one log line says which and why).
+  std::string device = "auto";  // --device cpu|cuda|sim|auto
+  std::string vram_budget;      // --vram-budget SIZE|PCT of the device; "": all of it
+  int n_gpu_layers = -1;        // -ngl: at most this many layers; -1 = all that fit; 0 = none
+  std::string device_profile;   // sim: a profile of lib/device/profiles.json ("": the default)
+  uint64_t device_seed = 1;     // sim: the seed of the copies' jitter
+  // Tests' negative control (sim): skip the N-th event wait (0-based); -1 = none.
+  int64_t debug_skip_event_wait = -1;
 };
 
 // Wall time per op kind, accumulated since the last ResetProfile().
@@ -121,8 +134,18 @@ class Engine {
   // Appends `tokens` at position n_past() and evaluates them. With
   // `all_logits`, logits of every token are kept (Logits(i)); otherwise
   // only the last token's. Fails (changing nothing) if the context would
-  // overflow or a token id is out of range.
+  // overflow or a token id is out of range; Cancelled when the abort check
+  // stops it (n_past() as before the call, no logits).
   absl::Status Eval(std::span<const int32_t> tokens, bool all_logits = false);
+
+  // Polled by Eval on the evaluating thread before each batch and between
+  // layers, with the share of Eval's tokens done in [0, 1); returning true
+  // stops the evaluation. A one-token batch on the task graph, and every
+  // token under a RAM tier (whose next layer's reads are already in flight),
+  // is polled once, before it. Null `fn`: never stopped. `ctx` must stay
+  // valid while it is set.
+  using AbortCheck = bool (*)(void* ctx, float progress);
+  void SetAbortCheck(AbortCheck fn, void* ctx);
 
   // Logits of token i of the last Eval (i = -1: the last one).
   std::span<const float> Logits(int i = -1) const;
@@ -152,6 +175,13 @@ class Engine {
   SparseRuntime* sparse() const;
   // What the session's memory is accounted against (EngineOptions::ram_budget).
   const MemoryBudget& ram_budget() const;
+  // Layers whose non-FFN part runs on the device, and whether the LM head does (0 and false
+  // without a device). The device's VRAM accounting, or null without a device.
+  int n_device_layers() const;
+  bool device_head() const;
+  const MemoryBudget* vram_budget() const;
+  // "cpu", or the device's name ("sim:rtx4090-pcie4", "cuda:0 NVIDIA H100 …").
+  std::string device_name() const;
 
   struct Impl;
 

@@ -8,6 +8,7 @@
 
 #include "base/memory_budget.h"
 #include "base/thread_pool.h"
+#include "engine/device_layers.h"
 #include "engine/dnnl_linear.h"
 #include "engine/engine.h"
 #include "engine/ffn_hook.h"
@@ -85,6 +86,9 @@ struct Engine::Impl {
   std::unique_ptr<DnnlLinear> dnnl;
   bool dnnl_off = false;
 
+  // The device's share of the model (EngineOptions::device; null: CPU only).
+  std::unique_ptr<DeviceLayers> device;
+
   // EngineOptions::Executor::kGraph: the decode token's task graph, built on
   // the first token that uses it (engine/decode_graph.h).
   std::unique_ptr<DecodeGraph> decode_graph;
@@ -92,6 +96,16 @@ struct Engine::Impl {
   // Logits of the last Eval: n_logit_rows × n_vocab.
   std::vector<float> logits;
   int n_logit_rows = 0;
+
+  // Engine::SetAbortCheck, and where the current Eval stands for its progress:
+  // eval_done tokens finished, eval_batch in the running batch, of eval_total.
+  Engine::AbortCheck abort_fn = nullptr;
+  void* abort_ctx = nullptr;
+  bool aborted = false;  // latched when abort_fn asked to stop; Eval rolls back
+  int eval_done = 0, eval_batch = 0, eval_total = 1;
+  // Polls abort_fn at `layer` of the running batch (0: before it); true once
+  // it asked to stop.
+  bool Aborting(int layer);
 
   std::array<int64_t, static_cast<int>(Op::kCount)> op_ns{};
   std::array<int64_t, static_cast<int>(Op::kCount)> op_calls{};

@@ -365,11 +365,52 @@ void SoftcapStage(Engine::Impl& m, float* logits, int rows) {
   for (int64_t i = 0; i < count; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
 }
 
+// Layer l's attention block on the CPU for the batch: norm, Q/K/V (+ biases, QK-norm), RoPE
+// and the KV cache, attention, the O projection and the residual add.
+static void AttentionBlockCpu(Engine::Impl& m, int l, int n) {
+  const LlamaLayerWeights& L = m.w.layers[l];
+  const int d = m.hp.n_embd, kvd = static_cast<int>(m.kv_dim), qd = m.hp.q_dim();
+  {
+    OpTimer timer(m, Op::kNorm);
+    AttnNormStage(m, l, n);
+  }
+  {
+    OpTimer timer(m, Op::kQkv);
+    const LinearJob jobs[] = {
+        {&L.wq, m.q.data(), qd}, {&L.wk, m.k.data(), kvd}, {&L.wv, m.v.data(), kvd}};
+    LinearGroup(m, m.xn.data(), d, n, jobs, 3);
+    QkvBiasStage(m, l, n);
+  }
+  if (m.hp.qk_norm) {
+    OpTimer timer(m, Op::kNorm);
+    QkNormStage(m, l, n);
+  }
+  {
+    OpTimer timer(m, Op::kRope);
+    RopeStage(m, l, n);
+  }
+  {
+    OpTimer timer(m, Op::kAttention);
+    AttnPlan plan;
+    PlanAttention(m, l, n, &plan);
+    m.pool->Run([&](int ith, int nth) { RunAttentionPart(plan, ith, nth); });
+  }
+  {
+    OpTimer timer(m, Op::kAttnOut);
+    const LinearJob jobs[] = {{&L.wo, m.ffo.data(), d}};
+    LinearGroup(m, m.attn.data(), qd, n, jobs, 1);
+    AttnResidualStage(m, l, n);
+  }
+}
+
 void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit,
                                 float* logits_dst) {
   // One token (decode) on the task graph, unless a profiling hook watches
   // the FFN (kairox-prepare), which only the pool path calls.
-  if (n == 1 && ffn_hook == nullptr && UseGraph(options)) {
+  // The device path (engine/device_layers.h) runs on the pool path: the decode graph has no
+  // device nodes yet.
+  const bool uses_device = device != nullptr && (device->n_layers() > 0 || device->head());
+  if (n == 1 && ffn_hook == nullptr && UseGraph(options) && !uses_device) {
     if (decode_graph == nullptr || !decode_graph->Current()) {
       auto g = DecodeGraph::Create(*this);
       KX_CHECK_MSG(g.ok(), std::string(g.status().message()).c_str());
@@ -378,8 +419,7 @@ void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit,
     decode_graph->Run(tokens[0], first_logit < n ? logits_dst : nullptr);
     return;
   }
-  const int d = hp.n_embd, ff = hp.n_ff, kvd = static_cast<int>(kv_dim);
-  const int qd = hp.q_dim();  // n_embd, except for Gemma's wide heads
+  const int d = hp.n_embd, ff = hp.n_ff;
 
   {
     OpTimer timer(*this, Op::kEmbed);
@@ -387,37 +427,20 @@ void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit,
   }
 
   for (int l = 0; l < hp.n_layer; ++l) {
+    // The caller's abort check between layers (Engine::SetAbortCheck; Eval drops the batch).
+    // Not under a RAM tier, whose next layer's reads are already in flight.
+    if (l > 0 && (sparse == nullptr || sparse->tier() == nullptr) && Aborting(l)) return;
     const LlamaLayerWeights& L = w.layers[l];
-    {
-      OpTimer timer(*this, Op::kNorm);
-      AttnNormStage(*this, l, n);
-    }
-    {
-      OpTimer timer(*this, Op::kQkv);
-      const LinearJob jobs[] = {
-          {&L.wq, q.data(), qd}, {&L.wk, k.data(), kvd}, {&L.wv, v.data(), kvd}};
-      LinearGroup(*this, xn.data(), d, n, jobs, 3);
-      QkvBiasStage(*this, l, n);
-    }
-    if (hp.qk_norm) {
-      OpTimer timer(*this, Op::kNorm);
-      QkNormStage(*this, l, n);
-    }
-    {
-      OpTimer timer(*this, Op::kRope);
-      RopeStage(*this, l, n);
-    }
-    {
+    if (device != nullptr && device->OnDevice(l)) {
+      // The layer's attention block on the device, token by token (each token's attention
+      // reads the keys the previous ones wrote); a device error is kept by DeviceLayers and
+      // returned by Eval.
       OpTimer timer(*this, Op::kAttention);
-      AttnPlan plan;
-      PlanAttention(*this, l, n, &plan);
-      pool->Run([&](int ith, int nth) { RunAttentionPart(plan, ith, nth); });
-    }
-    {
-      OpTimer timer(*this, Op::kAttnOut);
-      const LinearJob jobs[] = {{&L.wo, ffo.data(), d}};
-      LinearGroup(*this, attn.data(), qd, n, jobs, 1);
-      AttnResidualStage(*this, l, n);
+      for (int b = 0; b < n; ++b) {
+        if (!device->AttentionBlock(l, &x[static_cast<size_t>(b) * d], n_past + b).ok()) return;
+      }
+    } else {
+      AttentionBlockCpu(*this, l, n);
     }
     {
       OpTimer timer(*this, Op::kNorm);
@@ -454,6 +477,15 @@ void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit,
   }
 
   if (logits_dst == nullptr || first_logit >= n) return;
+  if (device != nullptr && device->head()) {
+    OpTimer timer(*this, Op::kLmHead);
+    for (int b = first_logit; b < n; ++b) {
+      float* row = logits_dst + static_cast<size_t>(b - first_logit) * hp.n_vocab;
+      if (!device->Head(&x[static_cast<size_t>(b) * d], row).ok()) return;
+    }
+    SoftcapStage(*this, logits_dst, n - first_logit);
+    return;
+  }
   {
     OpTimer timer(*this, Op::kNorm);
     OutNormStage(*this, first_logit, n);

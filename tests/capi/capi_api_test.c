@@ -1,6 +1,7 @@
 /* The C ABI used from C (compiled as C99 with -pedantic -Werror): loading with options,
  * info, tokens, chat templates, sessions, logits, KV truncation, sampling, generation with
- * streaming, stop strings, abort and callbacks, statistics.
+ * streaming, stop strings, abort and callbacks, statistics, evaluations stopped between
+ * layers, multi-turn chat, the output structs' _init.
  *
  *   capi_api_test MODEL.gguf tiny|default
  */
@@ -81,6 +82,25 @@ static int32_t OnToken(void* user_data, int32_t token, const char* text, uint64_
   }
   if (c->abort_after > 0 && c->n_tokens == c->abort_after) *c->abort = 1;
   return c->stop_after > 0 && c->n_tokens >= c->stop_after ? 1 : 0;
+}
+
+/* A session progress callback that records its calls and stops at a given one. */
+typedef struct {
+  int calls;
+  int stop_at;                  /* stop on this call (1-based; 0: never) */
+  volatile int32_t* flag;       /* non-NULL: stop by setting *flag (returning 0) instead */
+  float progress[1024];
+} Poll;
+
+static int32_t OnEvalProgress(void* user_data, float progress) {
+  Poll* p = (Poll*)user_data;
+  if (p->calls < 1024) p->progress[p->calls] = progress;
+  ++p->calls;
+  if (p->stop_at > 0 && p->calls == p->stop_at) {
+    if (p->flag == NULL) return 1;
+    *p->flag = 1;
+  }
+  return 0;
 }
 
 static kx_sampler* Greedy(void) {
@@ -199,6 +219,30 @@ static void TestInfo(const kx_model* model, int is_default) {
   CHECK(partial.n_embd == info.n_embd);
   CHECK(partial.n_ff == (int32_t)0x5A5A5A5A);
   CHECK(partial.struct_size == offsetof(kx_model_info, n_ff));
+  /* Every value chat_template_kind may take is one the header lists. */
+  CHECK(strstr("|chatml|llama2|llama3|mistral|gemma|generic|", info.chat_template_kind) != NULL);
+}
+
+/* The output structs' _init: struct_size set, the rest zeroed, nothing past struct_size. */
+static void TestOutputInit(const kx_model* model) {
+  kx_model_info info;
+  kx_stats st;
+  kx_generate_result r;
+  memset(&info, 0xA5, sizeof info);
+  OK(kx_model_info_init(&info, sizeof info));
+  CHECK(info.struct_size == sizeof info && info.n_layer == 0 && info.arch == NULL &&
+        info.path == NULL);
+  OK(kx_model_get_info(model, &info));
+  CHECK(info.n_layer > 0);
+  memset(&st, 0x5A, sizeof st);
+  OK(kx_stats_init(&st, (uint32_t)offsetof(kx_stats, n_gen_tokens)));
+  CHECK(st.struct_size == offsetof(kx_stats, n_gen_tokens));
+  CHECK(st.n_threads == 0 && st.n_prompt_tokens == 0);
+  CHECK(st.n_evals == 0x5A5A5A5A5A5A5A5AULL); /* past struct_size: untouched */
+  memset(&r, 0x5A, sizeof r);
+  OK(kx_generate_result_init(&r, sizeof r));
+  CHECK(r.struct_size == sizeof r && r.n_tokens == 0 && r.n_prompt == 0 &&
+        r.stop_reason == 0);
 }
 
 static void TestTokens(const kx_model* model) {
@@ -303,7 +347,214 @@ static void TestEvalLogitsTruncate(const kx_model* model) {
   OK(kx_session_reset(s));
   OK(kx_session_get_n_past(s, &n_past));
   CHECK(n_past == 0);
+  /* Without KX_EVAL_ALL_LOGITS only the last row exists: -1 or n - 1, nothing else. */
+  {
+    const float* last = NULL;
+    OK(kx_session_eval(s, extra, 3, 0));
+    OK(kx_session_get_logits(s, -1, &last, &n_vocab));
+    OK(kx_session_get_logits(s, 2, &logits, &n_vocab));
+    CHECK(logits == last);
+    EXPECT_STATUS(KX_STATUS_INVALID_ARGUMENT, "KX_EVAL_ALL_LOGITS",
+                  kx_session_get_logits(s, 0, &logits, &n_vocab));
+    EXPECT_STATUS(KX_STATUS_INVALID_ARGUMENT, "kx_session_get_logits",
+                  kx_session_get_logits(s, 1, &logits, &n_vocab));
+    EXPECT_STATUS(KX_STATUS_INVALID_ARGUMENT, "kx_session_get_logits",
+                  kx_session_get_logits(s, -2, &logits, &n_vocab));
+    /* A single token's row is both its first and its last. */
+    OK(kx_session_eval(s, extra, 1, 0));
+    OK(kx_session_get_logits(s, 0, &logits, &n_vocab));
+  }
   kx_session_free(s);
+}
+
+/* Stopping evaluations: the progress callback is polled before each batch and between
+ * layers; a stop leaves the session as it was (logits aside), and the same evaluation then
+ * gives the same logits as one never stopped. Counted polls, no timing. */
+static void TestAbortEval(const kx_model* model) {
+  enum { kBatch = 8, kPrefix = 3, kPrompt = 20, kBatches = 3 /* 8 + 8 + 4 */ };
+  kx_session_params p;
+  kx_session* s = NULL;
+  kx_model_info info;
+  kx_generate_params gp;
+  kx_generate_result r;
+  kx_stats st;
+  Poll* poll = (Poll*)calloc(1, sizeof(Poll));
+  Collect* c = (Collect*)calloc(1, sizeof(Collect));
+  int32_t prompt[kPrompt], got[64], n_past = 0, n_vocab = 0;
+  float ref[256];
+  const float* logits = NULL;
+  volatile int32_t flag = 0;
+  uint64_t n_got = 0, evals = 0;
+  int i, n_layer, same = 1, increasing = 1;
+  char saved_error[256];
+  OK(kx_model_info_init(&info, sizeof info));
+  OK(kx_model_get_info(model, &info));
+  n_layer = info.n_layer;
+  for (i = 0; i < kPrompt; ++i) prompt[i] = 3 + (i * 7) % (info.n_vocab - 3);
+  OK(kx_session_params_init(&p, sizeof p));
+  p.n_ctx = 128;
+  p.n_batch = kBatch;
+  p.n_threads = 2;
+  OK(kx_session_create(model, &p, &s));
+  OK(kx_session_eval(s, prompt, kPrefix, 0));
+
+  /* Never stopped: one poll per layer of every batch, progress from 0 up, below 1. */
+  OK(kx_session_set_progress_callback(s, OnEvalProgress, poll));
+  OK(kx_session_eval(s, prompt, kPrompt, 0));
+  CHECK(poll->calls == kBatches * n_layer);
+  CHECK(poll->progress[0] == 0.0f);
+  CHECK(fabsf(poll->progress[n_layer] - (float)kBatch / kPrompt) < 1e-6f); /* batch 2 starts */
+  for (i = 1; i < poll->calls && i < 1024; ++i) {
+    increasing &= poll->progress[i] > poll->progress[i - 1];
+  }
+  CHECK(increasing && poll->progress[poll->calls - 1] < 1.0f);
+  OK(kx_session_get_logits(s, -1, &logits, &n_vocab));
+  for (i = 0; i < 256 && i < n_vocab; ++i) ref[i] = logits[i];
+  OK(kx_session_truncate(s, kPrefix));
+
+  st.struct_size = sizeof st;
+  OK(kx_session_get_stats(s, &st));
+  evals = st.n_evals;
+  /* Stopped between two layers of the second batch: CANCELLED at once (no poll after the
+   * stop), the session as before the call, no logits. */
+  memset(poll, 0, sizeof *poll);
+  poll->stop_at = n_layer + 2;
+  EXPECT_STATUS(KX_STATUS_CANCELLED, "kx_session_eval", kx_session_eval(s, prompt, kPrompt, 0));
+  CHECK(poll->calls == n_layer + 2);
+  OK(kx_session_get_n_past(s, &n_past));
+  CHECK(n_past == kPrefix);
+  OK(kx_session_get_tokens(s, got, 64, &n_got));
+  CHECK(n_got == kPrefix && memcmp(got, prompt, kPrefix * sizeof(int32_t)) == 0);
+  EXPECT_STATUS(KX_STATUS_INVALID_STATE, "kx_session_get_logits",
+                kx_session_get_logits(s, -1, &logits, &n_vocab));
+  /* Stopped at the first poll: nothing evaluated. */
+  memset(poll, 0, sizeof *poll);
+  poll->stop_at = 1;
+  EXPECT_STATUS(KX_STATUS_CANCELLED, "kx_session_eval", kx_session_eval(s, prompt, kPrompt, 0));
+  CHECK(poll->calls == 1);
+  OK(kx_session_get_n_past(s, &n_past));
+  CHECK(n_past == kPrefix);
+  OK(kx_session_get_stats(s, &st));
+  CHECK(st.n_evals == evals); /* stopped evaluations are not counted */
+  /* The same evaluation, not stopped: the logits of the one never stopped, bit for bit. */
+  memset(poll, 0, sizeof *poll);
+  OK(kx_session_eval(s, prompt, kPrompt, 0));
+  OK(kx_session_get_logits(s, -1, &logits, &n_vocab));
+  for (i = 0; i < 256 && i < n_vocab; ++i) same &= logits[i] == ref[i];
+  CHECK(same);
+  OK(kx_session_truncate(s, kPrefix));
+
+  /* kx_session_generate stopped by the callback while its prompt is evaluated: a normal
+   * stop (KX_STOP_ABORTED), nothing streamed, the prompt not in the session, and the last
+   * error left as it was. */
+  EXPECT_STATUS(KX_STATUS_INVALID_ARGUMENT, "kx_session_truncate", kx_session_truncate(s, 999));
+  snprintf(saved_error, sizeof saved_error, "%s", kx_last_error());
+  OK(kx_generate_params_init(&gp, sizeof gp));
+  gp.max_tokens = 4;
+  gp.on_token = OnToken;
+  gp.user_data = c;
+  OK(kx_generate_result_init(&r, sizeof r));
+  memset(poll, 0, sizeof *poll);
+  poll->stop_at = n_layer + 1; /* the second batch's first poll */
+  OK(kx_session_generate(s, NULL, "a prompt of more than eight tokens, by any count", &gp, &r));
+  CHECK(r.stop_reason == KX_STOP_ABORTED && r.n_prompt == 0 && r.n_tokens == 0);
+  CHECK(poll->calls == n_layer + 1 && c->n_calls == 0);
+  CHECK(strcmp(kx_last_error(), saved_error) == 0);
+  OK(kx_session_get_n_past(s, &n_past));
+  CHECK(n_past == kPrefix);
+  /* The generate abort flag, set (as a signal handler would) between two layers of the
+   * prompt, stops it at that poll; set before the call, it stops it before any work. */
+  memset(poll, 0, sizeof *poll);
+  poll->stop_at = 2;
+  poll->flag = &flag;
+  gp.abort_flag = &flag;
+  OK(kx_session_generate(s, NULL, "a prompt of more than eight tokens, by any count", &gp, &r));
+  CHECK(r.stop_reason == KX_STOP_ABORTED && r.n_prompt == 0 && poll->calls == 2);
+  OK(kx_session_set_progress_callback(s, NULL, NULL));
+  OK(kx_session_generate(s, NULL, "xyz", &gp, &r)); /* flag still set */
+  CHECK(r.stop_reason == KX_STOP_ABORTED && r.n_prompt == 0 && c->n_calls == 0);
+  OK(kx_session_get_n_past(s, &n_past));
+  CHECK(n_past == kPrefix);
+  /* Not stopped: the prompt, then tokens (the callback polled once before each). */
+  flag = 0;
+  memset(poll, 0, sizeof *poll);
+  OK(kx_session_set_progress_callback(s, OnEvalProgress, poll));
+  OK(kx_session_generate(s, NULL, "xyz", &gp, &r));
+  CHECK(r.n_prompt > 0 && r.n_tokens > 0 && poll->calls > r.n_tokens);
+  /* A callback stop before a generated token: KX_STOP_ABORTED, the tokens so far kept. */
+  memset(poll, 0, sizeof *poll);
+  memset(c, 0, sizeof *c);
+  poll->stop_at = 3; /* the prompt's polls are over (single token: 1), then tokens 1 and 2 */
+  OK(kx_session_generate(s, NULL, "x", &gp, &r));
+  CHECK(r.stop_reason == KX_STOP_ABORTED && r.n_prompt == 1 && r.n_tokens == 1);
+  kx_session_free(s);
+  free(poll);
+  free(c);
+}
+
+/* Multi-turn chat as kairox.h documents it: re-render the conversation each turn, keep the
+ * prefix the session holds, evaluate the rest, generate with no prompt. */
+static void TestMultiTurn(const kx_model* model, int is_default) {
+  kx_session* s = NewSession(model, 256);
+  kx_sampler* greedy = Greedy();
+  kx_chat_message msgs[4];
+  kx_generate_params gp;
+  kx_generate_result r;
+  Collect* c = (Collect*)calloc(1, sizeof(Collect));
+  char* text = (char*)malloc(TEXT_CAP);
+  char answer[TEXT_CAP];
+  int32_t* ids = (int32_t*)malloc(MAX_TOKENS * sizeof(int32_t));
+  int32_t* held = (int32_t*)malloc(MAX_TOKENS * sizeof(int32_t));
+  uint64_t len = 0, n_ids = 0, n_held = 0, keep = 0, n_first = 0;
+  int32_t n_past = 0;
+  int turn;
+  const char* questions[2] = {"Hi there", "And then?"};
+  size_t n_msgs = 0;
+  OK(kx_generate_params_init(&gp, sizeof gp));
+  gp.max_tokens = 6;
+  gp.on_token = OnToken;
+  gp.user_data = c;
+  for (turn = 0; turn < 2; ++turn) {
+    msgs[n_msgs].role = "user";
+    msgs[n_msgs].content = questions[turn];
+    ++n_msgs;
+    OK(kx_model_apply_chat_template(model, msgs, n_msgs, KX_CHAT_ADD_GENERATION_PROMPT, text,
+                                    TEXT_CAP, &len));
+    OK(kx_tokenize(model, text, len, KX_TOKENIZE_ADD_SPECIAL | KX_TOKENIZE_PARSE_SPECIAL, ids,
+                   MAX_TOKENS, &n_ids));
+    OK(kx_session_get_tokens(s, held, MAX_TOKENS, &n_held));
+    keep = 0;
+    while (keep < n_held && keep + 1 < n_ids && held[keep] == ids[keep]) ++keep;
+    if (turn == 0) {
+      CHECK(keep == 0);
+      n_first = n_ids;
+    } else {
+      CHECK(keep >= n_first); /* the first turn's prompt was not evaluated again */
+      if (is_default) {       /* the template closed the answer itself */
+        char closed[TEXT_CAP + 64];
+        snprintf(closed, sizeof closed, "%s<|im_end|>\n<|im_start|>user\nAnd then?", answer);
+        CHECK(strstr(text, closed) != NULL);
+      }
+    }
+    OK(kx_session_truncate(s, (int32_t)keep));
+    OK(kx_session_eval(s, ids + keep, n_ids - keep, 0));
+    OK(kx_session_get_n_past(s, &n_past));
+    CHECK((uint64_t)n_past == n_ids);
+    memset(c, 0, sizeof *c);
+    r.struct_size = sizeof r;
+    OK(kx_session_generate(s, greedy, NULL, &gp, &r));
+    CHECK(r.n_prompt == 0 && r.n_tokens > 0);
+    snprintf(answer, sizeof answer, "%s", c->text);
+    msgs[n_msgs].role = "assistant";
+    msgs[n_msgs].content = answer;
+    ++n_msgs;
+  }
+  kx_sampler_free(greedy);
+  kx_session_free(s);
+  free(c);
+  free(text);
+  free(ids);
+  free(held);
 }
 
 static void TestSampler(const kx_model* model) {
@@ -517,11 +768,14 @@ int main(int argc, char** argv) {
   TestVersion();
   model = TestLoad(argv[1]);
   TestInfo(model, is_default);
+  TestOutputInit(model);
   TestTokens(model);
   TestChatTemplate(model, is_default);
   TestEvalLogitsTruncate(model);
   TestSampler(model);
   TestGenerate(model, is_default);
+  TestAbortEval(model);
+  TestMultiTurn(model, is_default);
   kx_model_free(model);
   TestSharingAndLogs(argv[1]);
   return kx_test_finish("capi_api_test");

@@ -5,11 +5,15 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "engine/tiny_model.h"
 #include "kairox/kairox.hpp"
+#include "model/chat_template.h"
 #include "test_util.h"
 
 namespace {
@@ -134,4 +138,85 @@ TEST_CASE("wrapper: generation, streaming, stop, continue") {
   moved.Eval(ids, true);
   CHECK(moved.Logits(0).size() == 256);
   CHECK(moved.Logits(1) == moved.Logits(-1));
+}
+
+TEST_CASE("wrapper: a progress callback stops Eval and Generate's prompt between layers") {
+  kairox::Model model(TinyModelPath());
+  const int32_t n_layer = model.Info().n_layer;
+  kairox::SessionParams sp;
+  sp.n_ctx = 128;
+  sp.n_batch = 4;
+  sp.n_threads = 2;
+  kairox::Session session(model, sp);
+  const std::vector<int32_t> ids = model.Tokenize("twelve bytes", false, false);
+  REQUIRE(ids.size() == 12);  // three batches of four
+  std::vector<float> seen;
+  session.SetProgressCallback([&](float p) {
+    seen.push_back(p);
+    return static_cast<int32_t>(seen.size()) < n_layer + 1;  // stop as batch 2 starts
+  });
+  try {
+    session.Eval(ids);
+    FAIL("no exception");
+  } catch (const kairox::Error& e) {
+    CHECK(e.status() == KX_STATUS_CANCELLED);
+  }
+  CHECK(static_cast<int32_t>(seen.size()) == n_layer + 1);
+  CHECK(seen.back() == Approx(4.0 / 12.0));
+  CHECK(session.NPast() == 0);
+  CHECK_THROWS_AS(session.Logits(), kairox::Error);  // no logits after a stopped eval
+
+  // Generate: stopped while its prompt is evaluated, a normal stop with nothing evaluated.
+  seen.clear();
+  kairox::GenerateParams gp;
+  gp.max_tokens = 4;
+  const kairox::GenerateResult r = session.Generate("twelve bytes", gp);
+  CHECK(r.stop_reason == KX_STOP_ABORTED);
+  CHECK(r.n_prompt == 0);
+  CHECK(r.text.empty());
+  CHECK(session.NPast() == 0);
+
+  // An exception from the callback stops too; an empty callback removes it.
+  session.SetProgressCallback([](float) -> bool { throw std::runtime_error("stop"); });
+  CHECK_THROWS_AS(session.Eval(ids), kairox::Error);
+  session.SetProgressCallback({});
+  session.Eval(ids);
+  CHECK(session.NPast() == 12);
+}
+
+TEST_CASE("wrapper: use_mmap off reads the file and gives the same logits") {
+  kairox::ModelOptions mapped, read;
+  read.use_mmap = false;
+  kairox::Model a(TinyModelPath(), mapped);
+  kairox::Model b(TinyModelPath(), read);
+  kairox::SessionParams sp;
+  sp.n_threads = 2;
+  kairox::Session sa(a, sp), sb(b, sp);
+  const std::vector<int32_t> ids = a.Tokenize("mapped or read", true, false);
+  sa.Eval(ids);
+  sb.Eval(ids);
+  CHECK(sa.Logits() == sb.Logits());
+}
+
+TEST_CASE("wrapper: kairox.h lists every chat_template_kind the library returns") {
+  const char* src = std::getenv("KAIROX_SOURCE_DIR");
+  REQUIRE(src != nullptr);
+  std::ifstream in(std::string(src) + "/include/kairox/kairox.h");
+  REQUIRE(in.good());
+  const std::string header((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t field = header.find("const char* chat_template_kind;");
+  REQUIRE(field != std::string::npos);
+  const size_t comment = header.rfind("/*", field);
+  REQUIRE(comment != std::string::npos);
+  const std::string doc = header.substr(comment, field - comment);
+  // Every kind the enum has (ChatTemplateName says "unknown" past the last one).
+  int kinds = 0;
+  for (int k = 0;; ++k) {
+    const std::string_view name = kx::ChatTemplateName(static_cast<kx::ChatTemplateKind>(k));
+    if (name == "unknown") break;
+    ++kinds;
+    INFO(name);
+    CHECK(doc.find("\"" + std::string(name) + "\"") != std::string::npos);
+  }
+  CHECK(kinds >= 6);
 }

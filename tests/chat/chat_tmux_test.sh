@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # kairox-chat driven through tmux like a person would: two turns with the
-# default model, an answer stopped with Ctrl-C, /stats, /exit; then the
-# screen is checked. Skips (77) without tmux or the model.
+# default model; Ctrl-C while a long prompt is still being read (the turn is
+# dropped, the context is as before it); Ctrl-C during an answer (the answer
+# stops, the program does not); /stats, /exit; then the screen is checked.
+# Each Ctrl-C is sent once the screen shows the phase it targets (the prompt's
+# progress line, then the answer's first words), never after a sleep.
+# Skips (77) without tmux or the model.
 #
 #   chat_tmux_test.sh path/to/kairox-chat path/to/model.gguf
 set -euo pipefail
@@ -25,6 +29,25 @@ wait_for() {
   screen
   exit 1
 }
+# wait_until WHAT COMMAND...: until COMMAND succeeds.
+wait_until() {
+  local what=$1
+  shift
+  for _ in $(seq 1 600); do
+    if "$@"; then return 0; fi
+    sleep 0.1
+  done
+  echo "FAIL: timed out waiting for $what; the screen:"
+  screen
+  exit 1
+}
+# The last /stats line's "N/2048 tokens, M messages".
+last_stats() { screen | grep -oE '^\[context [0-9]+/2048 tokens, [0-9]+ messages' | tail -1; }
+# The story's answer has begun: a line after its prompt with words, not the progress line.
+story_started() {
+  screen | sed -n '/^> Write a very long story/,$p' | sed 1d | grep -v 'reading the prompt' |
+    grep -q '[[:alpha:]]'
+}
 
 tm new-session -d -s chat -x 160 -y 50 \
   "'$chat' -m '$model' --temp 0 -t 2 -c 2048; echo KAIROX_CHAT_EXITED rc=\$?; sleep 60"
@@ -33,14 +56,34 @@ tm send-keys -t chat "What is the capital of France?" Enter
 wait_for 2 '^> '
 tm send-keys -t chat "What is the capital of Germany?" Enter
 wait_for 3 '^> '
-# Ctrl-C during an answer stops the answer, not the program.
-tm send-keys -t chat "Write a very long story about a dragon and a knight." Enter
-sleep 0.3
-tm send-keys -t chat C-c
-wait_for 1 '\[answer stopped\]'
-wait_for 4 '^> '
 tm send-keys -t chat "/stats" Enter
 wait_for 1 '^\[context [0-9]+/2048 tokens'
+wait_for 4 '^> '
+before=$(last_stats)
+
+# Ctrl-C while a long prompt is read (~750 tokens, near the terminal's 4095-byte line limit:
+# seconds of prefill on 2 threads): the evaluation stops between two layers, the message is
+# dropped, nothing is answered.
+long="Summarize this text in one sentence:$(printf ' The old lighthouse keeper climbed the stairs every evening to light the lamp for the ships.%.0s' $(seq 1 42))"
+tm send-keys -t chat -l "$long"
+tm send-keys -t chat Enter
+wait_for 1 'reading the prompt +[0-9]+%'
+tm send-keys -t chat C-c
+wait_for 1 '\[stopped while reading the prompt'
+wait_for 5 '^> '
+tm send-keys -t chat "/stats" Enter
+wait_for 2 '^\[context [0-9]+/2048 tokens'
+wait_for 6 '^> '
+after=$(last_stats)
+
+# Ctrl-C during an answer stops the answer, not the program.
+tm send-keys -t chat "Write a very long story about a dragon and a knight." Enter
+wait_until "the story to start" story_started
+tm send-keys -t chat C-c
+wait_for 1 '\[answer stopped\]'
+wait_for 7 '^> '
+tm send-keys -t chat "/stats" Enter
+wait_for 3 '^\[context [0-9]+/2048 tokens'
 tm send-keys -t chat "/exit" Enter
 wait_for 1 'KAIROX_CHAT_EXITED rc=0'
 
@@ -55,4 +98,14 @@ check '^> What is the capital of Germany\?'
 check 'Berlin'
 check '^> Write a very long story'
 check '^\[context [0-9]+/2048 tokens, 6 messages'
+# The stopped prompt left the conversation as it was and added nothing to the context (it may
+# hold a little less: a turn keeps only the tokens its new rendering shares with the session).
+num() { grep -oE "$1" <<<"$2" | grep -oE '^[0-9]+'; }
+if [[ $(num '[0-9]+ messages' "$after") != "$(num '[0-9]+ messages' "$before")" ]] ||
+   (( $(num '[0-9]+/' "$after") > $(num '[0-9]+/' "$before") )); then
+  echo "FAIL: after Ctrl-C while reading the prompt: '$after', before it: '$before'"; fail=1
+fi
+if grep -q 'Ctrl-C stops an answer' <<<"$out"; then
+  echo "FAIL: a Ctrl-C during a turn was taken as one at the prompt"; fail=1
+fi
 exit $fail

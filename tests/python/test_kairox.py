@@ -35,8 +35,8 @@ def test_errors_carry_the_message(tiny_model_path, tmp_path):
         kairox.Model(tiny_model_path, progress=lambda f: f < 0.5)
     assert e.value.status_name == "CANCELLED"
     with pytest.raises(kairox.KairoxError) as e:
-        kairox.Model(tiny_model_path, device="cuda")
-    assert e.value.status_name == "UNSUPPORTED" and "cuda" in e.value.message
+        kairox.Model(tiny_model_path, device="tpu")
+    assert e.value.status_name == "INVALID_ARGUMENT" and "cpu, cuda, sim, auto" in e.value.message
     model = kairox.Model(tiny_model_path)
     with pytest.raises(kairox.KairoxError) as e:
         model.session(n_ctx=10**6)
@@ -72,6 +72,23 @@ def test_logits_numpy_and_list(tiny_model_path):
     greedy = kairox.Sampler.greedy()
     assert s.sample(greedy) == int(np.argmax(last))
     assert greedy.sample_logits(last) == int(np.argmax(last))
+    # Without all_logits only the last row is kept: index 0 is refused, not the last row.
+    s.eval(model.tokenize("xyz", add_special=False))
+    assert np.array_equal(s.logits(2), s.logits())
+    with pytest.raises(kairox.KairoxError) as e:
+        s.logits(0)
+    assert e.value.status_name == "INVALID_ARGUMENT" and "EVAL_ALL_LOGITS" in e.value.message
+
+
+def test_mmap_off_reads_the_file_with_the_same_logits(tiny_model_path):
+    ids = [1, 40, 41, 42]
+    rows = []
+    for use_mmap in (True, False):
+        model = kairox.Model(tiny_model_path, use_mmap=use_mmap)
+        s = model.session(n_ctx=32, n_threads=2)
+        s.eval(ids)
+        rows.append(s.logits(as_numpy=False))
+    assert rows[0] == rows[1]
 
 
 def test_generate_streams_and_matches_step_api(tiny_model_path):
@@ -105,6 +122,11 @@ def test_generate_closed_early_and_abort(tiny_model_path):
     it.close()  # stops the C loop; the session is usable again
     n = s.n_past
     assert 3 <= n < 256
+    # How it ended is recorded after an early close too (the C loop may have outrun the
+    # close to the end of the context or of the generation).
+    r = s.last_result
+    assert r is not None and r.n_prompt == 3 and r.n_tokens == n - 3
+    assert r.stop_reason in ("aborted", "context_full", "end_of_generation")
     s.truncate(3)
     assert s.n_past == 3
     timer = threading.Timer(0.05, s.abort)
@@ -176,3 +198,21 @@ def test_sampler_parameters_out_of_range_are_refused(kwargs, name):
         kairox.Sampler(**kwargs)
     assert e.value.status_name == "INVALID_ARGUMENT"
     assert name in str(e.value) and "range" in str(e.value)
+
+
+def test_device_sim_gives_the_cpu_logits(tiny_model_path):
+    """The attention part and the LM head on the simulated GPU: the CPU's logits exactly."""
+    model = kairox.Model(tiny_model_path, n_threads=2)
+    prompt = [5, 17, 42, 99, 7]
+    cpu = model.session(n_ctx=64, device="cpu")
+    cpu.eval(prompt)
+    want = list(cpu.logits())
+    for ngl in (-1, 1, 0):
+        sim = model.session(n_ctx=64, device="sim", n_gpu_layers=ngl)
+        sim.eval(prompt)
+        assert list(sim.logits()) == want
+    with pytest.raises(ValueError):
+        model.session(device="sim", n_gpu_layers=-2)
+    with pytest.raises(kairox.KairoxError) as e:
+        model.session(device="sim", vram_budget="lots")
+    assert e.value.status_name == "INVALID_ARGUMENT" and "--vram-budget" in e.value.message

@@ -329,3 +329,37 @@ TEST_CASE("skipping misses reads only what the policy admits and changes the out
   // Only resident groups were computed.
   CHECK((*e)->sparse()->stats().predicted < static_cast<int64_t>(st.groups_needed) * 16);
 }
+
+TEST_CASE("under a RAM tier an abort check stops between tokens and leaves the tier exact") {
+  kx::EngineOptions o;
+  o.ram_budget = "50%";
+  auto e = Load(o);
+  INFO(e.status().message());
+  REQUIRE(e.ok());
+  kx::BundleTier* tier = (*e)->sparse()->tier();
+  REQUIRE(tier != nullptr);
+  // The tier evaluates prompts token by token: one poll before each, none between layers
+  // (the next layer's reads are in flight); stop at the fourth, after three tokens.
+  struct Polls {
+    int calls = 0;
+    std::vector<float> progress;
+  } polls;
+  (*e)->SetAbortCheck(
+      [](void* ctx, float progress) {
+        auto* p = static_cast<Polls*>(ctx);
+        p->progress.push_back(progress);
+        return ++p->calls == 4;
+      },
+      &polls);
+  const std::vector<int32_t>& seq = Sequence();
+  const absl::Status st = (*e)->Eval(seq);
+  CHECK(absl::IsCancelled(st));
+  CHECK(polls.calls == 4);
+  CHECK(polls.progress.back() == Approx(3.0 / static_cast<double>(seq.size())));
+  CHECK((*e)->n_past() == 0);
+  CHECK((*e)->Logits().empty());
+  (*e)->SetAbortCheck(nullptr, nullptr);
+  tier->residency().CheckInvariants();
+  // The reads and pins of the stopped tokens are settled: what follows is exact.
+  CHECK(MaxAbsDiff(Run(**e, seq), Reference()) == 0.0);
+}

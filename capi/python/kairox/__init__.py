@@ -117,11 +117,13 @@ Message = Union[Mapping[str, str], Tuple[str, str]]
 class Model:
     """A loaded GGUF model (immutable; shareable between threads and sessions)."""
 
-    def __init__(self, path: str, *, n_threads: int = 0, device: str = "cpu",
+    def __init__(self, path: str, *, n_threads: int = 0, device: str = "auto",
                  sidecar_path: Optional[str] = None, ram_budget: int = 0, gpu_budget: int = 0,
-                 progress: Optional[Callable[[float], Optional[bool]]] = None) -> None:
+                 progress: Optional[Callable[[float], Optional[bool]]] = None,
+                 use_mmap: bool = True) -> None:
         """Loads `path`. `progress(fraction)` may return False to cancel (KairoxError
-        CANCELLED). n_threads: default threads of sessions (0: all cores)."""
+        CANCELLED). n_threads: default threads of sessions (0: all cores). use_mmap=False
+        reads the whole file into memory at load instead of mapping it (same results)."""
         lib = C.lib()
         self._handle: Optional[int] = None
         opts = ctypes.c_void_p()
@@ -133,6 +135,7 @@ class Model:
                 _check(lib.kx_model_options_set_sidecar_path(opts, sidecar_path.encode()))
             _check(lib.kx_model_options_set_budget(opts, C.TIER_RAM, ram_budget))
             _check(lib.kx_model_options_set_budget(opts, C.TIER_GPU, gpu_budget))
+            _check(lib.kx_model_options_set_mmap(opts, 1 if use_mmap else 0))
             cb = None
             if progress is not None:
                 def thunk(_ud: Any, fraction: float) -> int:
@@ -175,7 +178,7 @@ class Model:
     @property
     def info(self) -> ModelInfo:
         raw = C.ModelInfo()
-        raw.struct_size = ctypes.sizeof(raw)
+        _check(C.lib().kx_model_info_init(ctypes.byref(raw), ctypes.sizeof(raw)))
         _check(C.lib().kx_model_get_info(self.handle, ctypes.byref(raw)))
         s = lambda b: (b or b"").decode("utf-8", "replace")  # noqa: E731
         return ModelInfo(s(raw.arch), raw.n_layer, raw.n_embd, raw.n_ff, raw.n_head,
@@ -312,13 +315,17 @@ class Session:
     def __init__(self, model: Model, n_ctx: int = 0, n_batch: int = 0, n_threads: int = 0,
                  seed: int = 0xC0FFEE, sidecar: Optional[str] = None, sparse: bool = True,
                  sparsity: float = 0.0, ram_budget: Optional[str] = None,
-                 policy: Optional[str] = None, prefetch: bool = True) -> None:
+                 policy: Optional[str] = None, prefetch: bool = True,
+                 device: Optional[str] = None, vram_budget: Optional[str] = None,
+                 n_gpu_layers: int = -1) -> None:
         """sidecar: a kairox-prepare sidecar (None: <model>.kairox.gguf beside the model, if
         present); sparse=False runs dense; sparsity 0 uses the sidecar's own level.
         ram_budget: "512M", "2G" or "50%" (None: the model's); with a sidecar, FFN bundles are
         then read from its file into the session's own memory; policy: which groups stay
         resident ("tam-adaptive" by default); prefetch=False reads a layer's bundles only
-        when it runs."""
+        when it runs. device: "cpu", "cuda", "sim" or "auto" (None: the model's, auto by
+        default); vram_budget: "4G" or "50%" of the device (None: the model's); n_gpu_layers:
+        at most that many layers' attention on the device (-1: all that fit, 0: none)."""
         lib = C.lib()
         p = C.SessionParams()
         _check(lib.kx_session_params_init(ctypes.byref(p), ctypes.sizeof(p)))
@@ -329,6 +336,12 @@ class Session:
         p.ram_budget = ram_budget.encode() if ram_budget else None
         p.policy = policy.encode() if policy else None
         p.prefetch = 0 if prefetch else 1
+        p.device = device.encode() if device else None
+        p.vram_budget = vram_budget.encode() if vram_budget else None
+        if not isinstance(n_gpu_layers, int) or not -1 <= n_gpu_layers < 2**31:
+            raise ValueError(f"n_gpu_layers must be -1 (all that fit), 0 or a layer count, "
+                             f"got {n_gpu_layers!r}")
+        p.n_gpu_layers = 0 if n_gpu_layers < 0 else (-1 if n_gpu_layers == 0 else n_gpu_layers)
         h = ctypes.c_void_p()
         _check(lib.kx_session_create(model.handle, ctypes.byref(p), ctypes.byref(h)))
         self._handle: Optional[int] = h.value
@@ -416,7 +429,7 @@ class Session:
     def stats(self) -> Dict[str, float]:
         """Counters since creation or reset_stats(), as a dict."""
         st = C.Stats()
-        st.struct_size = ctypes.sizeof(st)
+        _check(C.lib().kx_stats_init(ctypes.byref(st), ctypes.sizeof(st)))
         _check(C.lib().kx_session_get_stats(self.handle, ctypes.byref(st)))
         return {name: getattr(st, name) for name, _ in C.Stats._fields_ if name != "struct_size"}
 
@@ -424,7 +437,8 @@ class Session:
         _check(C.lib().kx_session_reset_stats(self.handle))
 
     def abort(self) -> None:
-        """Stops a running generate() (from any thread) at the next token."""
+        """Stops a running generate() from any thread: before the next token, or while its
+        prompt is evaluated, between two layers (then nothing of it stays in the session)."""
         self._abort.value = 1
 
     def generate(self, prompt: str = "", max_tokens: int = 256, stop: Sequence[str] = (),
@@ -432,7 +446,8 @@ class Session:
         """Streams the text generated after `prompt` ("" continues the session), in pieces
         of whole characters. Stops at end of generation, max_tokens (-1: no limit), a stop
         string (excluded from the text), a full context, abort(), or when the iterator is
-        closed. How it ended is in self.last_result afterwards."""
+        closed. How it ended is in self.last_result afterwards (also after an early close:
+        stop_reason "aborted")."""
         lib = C.lib()
         gp = C.GenerateParams()
         _check(lib.kx_generate_params_init(ctypes.byref(gp), ctypes.sizeof(gp)))
@@ -453,7 +468,7 @@ class Session:
         callback = C.TOKEN_CALLBACK(on_token)  # referenced until the worker is joined
         gp.on_token = callback
         result = C.GenerateResult()
-        result.struct_size = ctypes.sizeof(result)
+        _check(lib.kx_generate_result_init(ctypes.byref(result), ctypes.sizeof(result)))
         handle = self.handle
         sampler_handle = sampler.handle if sampler is not None else None
         prompt_bytes = prompt.encode()
@@ -467,23 +482,37 @@ class Session:
             except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
                 pieces.put(_Done(-1, str(e), e))
 
+        def finished() -> None:
+            self.last_result = GenerateResult(
+                result.n_tokens, result.n_prompt,
+                STOP_REASONS.get(result.stop_reason, str(result.stop_reason)))
+
+        self.last_result = None
         worker = threading.Thread(target=run, name="kairox-generate", daemon=True)
         worker.start()
+        done = False
         try:
             while True:
                 item = pieces.get()
                 if isinstance(item, _Done):
+                    done = True
                     if item.error is not None:
                         raise item.error
                     if item.status != 0:
                         raise KairoxError(item.status, item.message)
-                    self.last_result = GenerateResult(
-                        result.n_tokens, result.n_prompt,
-                        STOP_REASONS.get(result.stop_reason, str(result.stop_reason)))
+                    finished()
                     return
                 yield item
         finally:
-            self._abort.value = 1  # the iterator was closed early: stop the C loop
+            if not done:  # closed early: stop the C loop, then record how it ended
+                self._abort.value = 1
+                worker.join()
+                while True:
+                    item = pieces.get()
+                    if isinstance(item, _Done):
+                        if item.error is None and item.status == 0:
+                            finished()
+                        break
             worker.join()
             self._abort.value = 0
 

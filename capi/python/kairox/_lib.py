@@ -56,7 +56,9 @@ class SessionParams(ctypes.Structure):
     _fields_ = [("struct_size", c_uint32), ("n_ctx", c_int32), ("n_batch", c_int32),
                 ("n_threads", c_int32), ("seed", c_uint64), ("sidecar", ctypes.c_char_p),
                 ("sparse", c_int32), ("sparsity", c_float), ("ram_budget", ctypes.c_char_p),
-                ("policy", ctypes.c_char_p), ("prefetch", c_int32)]
+                ("policy", ctypes.c_char_p), ("prefetch", c_int32),
+                ("device", ctypes.c_char_p), ("vram_budget", ctypes.c_char_p),
+                ("n_gpu_layers", c_int32)]
 
 
 class SamplerParams(ctypes.Structure):
@@ -109,6 +111,7 @@ _SIGNATURES = {
     "kx_model_options_set_progress_callback": (ctypes.c_int, [_P, PROGRESS_CALLBACK, c_void_p]),
     "kx_model_load": (ctypes.c_int, [c_char_p, _P, POINTER(_P)]),
     "kx_model_free": (None, [_P]),
+    "kx_model_info_init": (ctypes.c_int, [POINTER(ModelInfo), c_uint32]),
     "kx_model_get_info": (ctypes.c_int, [_P, POINTER(ModelInfo)]),
     "kx_tokenize": (ctypes.c_int, [_P, c_char_p, c_uint64, c_uint32, POINTER(c_int32),
                                    c_uint64, POINTER(c_uint64)]),
@@ -121,6 +124,7 @@ _SIGNATURES = {
     "kx_session_params_init": (ctypes.c_int, [POINTER(SessionParams), c_uint32]),
     "kx_session_create": (ctypes.c_int, [_P, POINTER(SessionParams), POINTER(_P)]),
     "kx_session_free": (None, [_P]),
+    "kx_session_set_progress_callback": (ctypes.c_int, [_P, PROGRESS_CALLBACK, c_void_p]),
     "kx_session_eval": (ctypes.c_int, [_P, POINTER(c_int32), c_uint64, c_uint32]),
     "kx_session_get_logits": (ctypes.c_int, [_P, c_int32, POINTER(POINTER(c_float)),
                                              POINTER(c_int32)]),
@@ -137,8 +141,10 @@ _SIGNATURES = {
                                                 POINTER(c_int32), c_uint64, POINTER(c_int32)]),
     "kx_sampler_sample": (ctypes.c_int, [_P, _P, POINTER(c_int32)]),
     "kx_generate_params_init": (ctypes.c_int, [POINTER(GenerateParams), c_uint32]),
+    "kx_generate_result_init": (ctypes.c_int, [POINTER(GenerateResult), c_uint32]),
     "kx_session_generate": (ctypes.c_int, [_P, _P, c_char_p, POINTER(GenerateParams),
                                            POINTER(GenerateResult)]),
+    "kx_stats_init": (ctypes.c_int, [POINTER(Stats), c_uint32]),
     "kx_session_get_stats": (ctypes.c_int, [_P, POINTER(Stats)]),
     "kx_session_reset_stats": (ctypes.c_int, [_P]),
 }
