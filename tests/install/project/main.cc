@@ -1,4 +1,4 @@
-// Uses the installed C++ wrapper, linked statically: a few greedy tokens.
+// Uses the installed C++ wrapper (on the shared or the static library): a few greedy tokens.
 #include <iostream>
 
 #include <kairox/kairox.hpp>
@@ -12,11 +12,11 @@ int main(int argc, char** argv) {
     kairox::GenerateParams gp;
     gp.max_tokens = 8;
     const kairox::GenerateResult r = session.Generate("Hello", gp, {}, &greedy);
-    std::cout << "external_cpp_static: kairox " << kairox::Version() << ": " << r.n_tokens
+    std::cout << argv[0] << ": kairox " << kairox::Version() << ": " << r.n_tokens
               << " tokens: " << r.text << "\n";
     return 0;
   } catch (const kairox::Error& e) {
-    std::cerr << "external_cpp_static: " << e.what() << "\n";
+    std::cerr << argv[0] << ": " << e.what() << "\n";
     return 1;
   }
 }
