@@ -136,35 +136,6 @@ struct Stager {
   }
 };
 
-// The activations of slice s of the block whose first element is xb[0], by run, and their
-// sums per run (for the offset term).
-template <class T>
-__device__ __forceinline__ void LoadActs(const float* xb, int s, float (&x)[T::kRuns][T::kRunLen],
-                                         float (&xsum)[T::kRuns]) {
-#pragma unroll
-  for (int j = 0; j < T::kRuns; ++j) {
-    const float* src = xb + T::RunStart(s, j);
-    if constexpr (T::kRunLen % 4 == 0) {
-#pragma unroll
-      for (int k = 0; k < T::kRunLen / 4; ++k) {
-        const float4 f = __ldg(reinterpret_cast<const float4*>(src) + k);
-        x[j][4 * k] = f.x;
-        x[j][4 * k + 1] = f.y;
-        x[j][4 * k + 2] = f.z;
-        x[j][4 * k + 3] = f.w;
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < T::kRunLen; ++i) x[j][i] = __ldg(src + i);
-    }
-    xsum[j] = 0.0f;
-    if constexpr (T::kHasOffset) {
-#pragma unroll
-      for (int i = 0; i < T::kRunLen; ++i) xsum[j] += x[j][i];
-    }
-  }
-}
-
 template <class T, int kRows>
 __global__ void __launch_bounds__(kThreadsPerBlock) MatvecKernel(MatvecParams p) {
   using C = Chunk<T>;
@@ -211,7 +182,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock) MatvecKernel(MatvecParams p)
         const int s = g % T::kSlices;
         float x[T::kRuns][T::kRunLen];
         float xsum[T::kRuns];
-        LoadActs<T>(xc + blk * T::kBlockElems, s, x, xsum);
+        quant::LoadActs<T>(xc + blk * T::kBlockElems, s, x, xsum);
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
           typename T::Values v;

@@ -399,6 +399,36 @@ __device__ __forceinline__ float ElementValue(const typename T::Values& v, int j
   return w;
 }
 
+// The activations of slice s of the block whose first element is xb[0], by run, and their
+// sums per run for the offset term (16-byte loads: x is 16-byte aligned and runs of 4 or more
+// start at multiples of 4). Shared by matvec and sparse_up_gate.
+template <class T>
+__device__ __forceinline__ void LoadActs(const float* xb, int s, float (&x)[T::kRuns][T::kRunLen],
+                                         float (&xsum)[T::kRuns]) {
+#pragma unroll
+  for (int j = 0; j < T::kRuns; ++j) {
+    const float* src = xb + T::RunStart(s, j);
+    if constexpr (T::kRunLen % 4 == 0) {
+#pragma unroll
+      for (int k = 0; k < T::kRunLen / 4; ++k) {
+        const float4 f = __ldg(reinterpret_cast<const float4*>(src) + k);
+        x[j][4 * k] = f.x;
+        x[j][4 * k + 1] = f.y;
+        x[j][4 * k + 2] = f.z;
+        x[j][4 * k + 3] = f.w;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < T::kRunLen; ++i) x[j][i] = __ldg(src + i);
+    }
+    xsum[j] = 0.0f;
+    if constexpr (T::kHasOffset) {
+#pragma unroll
+      for (int i = 0; i < T::kRunLen; ++i) xsum[j] += x[j][i];
+    }
+  }
+}
+
 // acc + Σ w·x over the slice, as Σ_j scale_j·Σ_i q·x + offset_j·Σ_i x (x: the slice's
 // activations by run, xsum: their sums per run, used only with an offset).
 template <class T>

@@ -47,35 +47,6 @@ struct UpGateParams {
   uint32_t* kept;  // null: not written
 };
 
-// x at slice s of the block whose first element is xb[0], by run (16-byte loads: x is 16-byte
-// aligned and runs of 4 or more start at multiples of 4), and the runs' sums for the offsets.
-template <class T>
-__device__ __forceinline__ void LoadActs(const float* xb, int s, float (&x)[T::kRuns][T::kRunLen],
-                                         float (&xsum)[T::kRuns]) {
-#pragma unroll
-  for (int j = 0; j < T::kRuns; ++j) {
-    const float* src = xb + T::RunStart(s, j);
-    if constexpr (T::kRunLen % 4 == 0) {
-#pragma unroll
-      for (int k = 0; k < T::kRunLen / 4; ++k) {
-        const float4 f = __ldg(reinterpret_cast<const float4*>(src) + k);
-        x[j][4 * k] = f.x;
-        x[j][4 * k + 1] = f.y;
-        x[j][4 * k + 2] = f.z;
-        x[j][4 * k + 3] = f.w;
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < T::kRunLen; ++i) x[j][i] = __ldg(src + i);
-    }
-    xsum[j] = 0.0f;
-    if constexpr (T::kHasOffset) {
-#pragma unroll
-      for (int i = 0; i < T::kRunLen; ++i) xsum[j] += x[j][i];
-    }
-  }
-}
-
 // This lane's share of row·x: slices lane, lane + 32, ... of the row's n / kBlockElems blocks.
 template <class T>
 __device__ float LaneDot(const uint8_t* row, const float* x, int64_t n, int lane) {
@@ -92,7 +63,7 @@ __device__ float LaneDot(const uint8_t* row, const float* x, int64_t n, int lane
     T::Decode(row + block * T::kBlockBytes, s, v);
     float xs[T::kRuns][T::kRunLen];
     float xsum[T::kRuns];
-    LoadActs<T>(x + block * T::kBlockElems, s, xs, xsum);
+    quant::LoadActs<T>(x + block * T::kBlockElems, s, xs, xsum);
     acc = quant::SliceDot<T>(v, xs, xsum, acc);
   }
   return acc;
