@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "catch2/catch.hpp"
@@ -45,6 +47,37 @@ inline std::vector<std::vector<float>> TeacherForced(Engine& e, const std::vecto
     out.emplace_back(l.begin(), l.end());
   }
   return out;
+}
+
+// True when no logit is NaN or infinite.
+inline bool AllFinite(const std::vector<std::vector<float>>& rows) {
+  for (const auto& r : rows) {
+    for (float v : r) {
+      if (!std::isfinite(v)) return false;
+    }
+  }
+  return true;
+}
+
+// Evaluates `prompt`, then `n` greedy tokens (the argmax, lowest id on ties); returns them.
+inline std::vector<int32_t> Greedy(Engine& e, const std::vector<int32_t>& prompt, int n) {
+  REQUIRE(e.Eval(prompt).ok());
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) {
+    const auto l = e.Logits();
+    const int32_t t = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+    out.push_back(t);
+    REQUIRE(e.Eval(std::span<const int32_t>(&t, 1)).ok());
+  }
+  return out;
+}
+
+// Engine::Load, or fail the test with the message.
+inline std::unique_ptr<Engine> LoadEngine(const std::string& path, const EngineOptions& o) {
+  auto e = Engine::Load(path, o);
+  INFO(e.status().message());
+  REQUIRE(e.ok());
+  return *std::move(e);
 }
 
 inline double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {

@@ -86,34 +86,6 @@ kx::EngineOptions SimOptions(int n_gpu_layers, const std::string& vram_budget = 
   return o;
 }
 
-std::unique_ptr<kx::Engine> Load(const std::string& model, const kx::EngineOptions& o) {
-  auto e = kx::Engine::Load(model, o);
-  INFO(e.status().message());
-  REQUIRE(e.ok());
-  return *std::move(e);
-}
-
-bool AllFinite(const std::vector<std::vector<float>>& rows) {
-  for (const auto& r : rows) {
-    for (float v : r) {
-      if (!std::isfinite(v)) return false;
-    }
-  }
-  return true;
-}
-
-std::vector<int32_t> Greedy(kx::Engine& e, const std::vector<int32_t>& prompt, int n) {
-  REQUIRE(e.Eval(prompt).ok());
-  std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) {
-    const auto l = e.Logits();
-    const int32_t t = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
-    out.push_back(t);
-    REQUIRE(e.Eval(std::span<const int32_t>(&t, 1)).ok());
-  }
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("device: the sim device's layers give the CPU path's logits bit for bit",
@@ -126,19 +98,19 @@ TEST_CASE("device: the sim device's layers give the CPU path's logits bit for bi
       if ((arch == "llama-hd32") != (kv == kx::EngineOptions::KvType::kQ8_0)) continue;
       kx::EngineOptions cpu_o = CpuOptions();
       cpu_o.kv_type = kv;
-      auto cpu = Load(TinyModel(arch), cpu_o);
+      auto cpu = kx::test::LoadEngine(TinyModel(arch), cpu_o);
       const auto want = kx::test::TeacherForced(*cpu, prompt, forced);
-      REQUIRE(AllFinite(want));
+      REQUIRE(kx::test::AllFinite(want));
       for (int ngl : {0, 1, 2, -1}) {
         kx::EngineOptions o = SimOptions(ngl);
         o.kv_type = kv;
-        auto sim = Load(TinyModel(arch), o);
+        auto sim = kx::test::LoadEngine(TinyModel(arch), o);
         INFO(arch << " kv " << (kv == kx::EngineOptions::KvType::kF16 ? "f16" : "q8_0") << " -ngl "
                   << ngl << " on " << sim->device_name());
         CHECK(sim->n_device_layers() == (ngl < 0 ? 3 : ngl));
         CHECK(sim->device_head() == (ngl != 0));
         const auto got = kx::test::TeacherForced(*sim, prompt, forced);
-        CHECK(AllFinite(got));  // no poisoned device byte reached a result
+        CHECK(kx::test::AllFinite(got));  // no poisoned device byte reached a result
         CHECK(kx::test::MaxAbsDiff(got, want) == 0.0);
         // Accounting: what the device holds is within its budget, under named entries.
         const kx::MemoryBudget* vram = sim->vram_budget();
@@ -186,10 +158,10 @@ TEST_CASE("device: a VRAM budget places the head first, then whole layers in ord
   // The same budgets through the engine: logits still equal the CPU's.
   const auto prompt = kx::test::RandomTokens(41, 7);
   const auto forced = kx::test::RandomTokens(42, 8);
-  auto cpu = Load(model_path, CpuOptions());
+  auto cpu = kx::test::LoadEngine(model_path, CpuOptions());
   const auto want = kx::test::TeacherForced(*cpu, prompt, forced);
   for (const uint64_t budget : {one, one - 1}) {
-    auto sim = Load(model_path, SimOptions(-1, std::to_string(budget)));
+    auto sim = kx::test::LoadEngine(model_path, SimOptions(-1, std::to_string(budget)));
     INFO("budget " << budget);
     CHECK(sim->n_device_layers() == (budget == one ? 1 : 0));
     CHECK(sim->device_head());
@@ -197,7 +169,7 @@ TEST_CASE("device: a VRAM budget places the head first, then whole layers in ord
     CHECK(kx::test::MaxAbsDiff(kx::test::TeacherForced(*sim, prompt, forced), want) == 0.0);
   }
   // A budget of 0 puts nothing on the device (and opens none).
-  auto zero = Load(model_path, SimOptions(-1, "0"));
+  auto zero = kx::test::LoadEngine(model_path, SimOptions(-1, "0"));
   CHECK(zero->n_device_layers() == 0);
   CHECK(!zero->device_head());
 }
@@ -205,10 +177,10 @@ TEST_CASE("device: a VRAM budget places the head first, then whole layers in ord
 TEST_CASE("device: greedy text on the sim device equals the CPU's", "[device]") {
   const auto prompt = kx::test::RandomTokens(51, 6);
   for (const std::string arch : {"llama", "gemma3"}) {
-    auto cpu = Load(TinyModel(arch), CpuOptions());
-    auto sim = Load(TinyModel(arch), SimOptions(-1));
+    auto cpu = kx::test::LoadEngine(TinyModel(arch), CpuOptions());
+    auto sim = kx::test::LoadEngine(TinyModel(arch), SimOptions(-1));
     INFO(arch);
-    CHECK(Greedy(*sim, prompt, 40) == Greedy(*cpu, prompt, 40));
+    CHECK(kx::test::Greedy(*sim, prompt, 40) == kx::test::Greedy(*cpu, prompt, 40));
   }
 }
 
@@ -252,17 +224,17 @@ TEST_CASE("device: skipping the wait for the hidden state's upload changes the l
   REQUIRE(::setenv("KAIROX_DEVICE_PROFILE", profiles.c_str(), 1) == 0);
   const auto prompt = kx::test::RandomTokens(61, 3);
   const auto forced = kx::test::RandomTokens(62, 2);
-  auto cpu = Load(TinyModel("llama"), CpuOptions());
+  auto cpu = kx::test::LoadEngine(TinyModel("llama"), CpuOptions());
   const auto want = kx::test::TeacherForced(*cpu, prompt, forced);
   {
-    auto sim = Load(TinyModel("llama"), SimOptions(-1));  // with every wait: still exact
+    auto sim = kx::test::LoadEngine(TinyModel("llama"), SimOptions(-1));  // with every wait: still exact
     CHECK(kx::test::MaxAbsDiff(kx::test::TeacherForced(*sim, prompt, forced), want) == 0.0);
   }
   kx::EngineOptions o = SimOptions(-1);
   o.debug_skip_event_wait = 2;
-  auto broken = Load(TinyModel("llama"), o);
+  auto broken = kx::test::LoadEngine(TinyModel("llama"), o);
   const auto got = kx::test::TeacherForced(*broken, prompt, forced);
   ::unsetenv("KAIROX_DEVICE_PROFILE");
-  const bool differs = !AllFinite(got) || kx::test::MaxAbsDiff(got, want) > 0.0;
+  const bool differs = !kx::test::AllFinite(got) || kx::test::MaxAbsDiff(got, want) > 0.0;
   CHECK(differs);
 }

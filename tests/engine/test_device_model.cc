@@ -43,34 +43,6 @@ kx::EngineOptions Options(const std::string& device) {
   return o;
 }
 
-std::unique_ptr<kx::Engine> Load(const std::string& path, const kx::EngineOptions& o) {
-  auto e = kx::Engine::Load(path, o);
-  INFO(e.status().message());
-  REQUIRE(e.ok());
-  return *std::move(e);
-}
-
-bool AllFinite(const std::vector<std::vector<float>>& rows) {
-  for (const auto& r : rows) {
-    for (float v : r) {
-      if (!std::isfinite(v)) return false;
-    }
-  }
-  return true;
-}
-
-std::vector<int32_t> Greedy(kx::Engine& e, const std::vector<int32_t>& prompt, int n) {
-  REQUIRE(e.Eval(prompt).ok());
-  std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) {
-    const auto l = e.Logits();
-    const int32_t t = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
-    out.push_back(t);
-    REQUIRE(e.Eval(std::span<const int32_t>(&t, 1)).ok());
-  }
-  return out;
-}
-
 // A sim profile file whose device memory is `bytes`, made the profiles in effect.
 void UseProfileWithMemory(uint64_t bytes) {
   const std::string path = "/tmp/kx_test_device_model_" + std::to_string(::getpid()) + ".json";
@@ -82,7 +54,7 @@ void UseProfileWithMemory(uint64_t bytes) {
 }
 
 void CheckModel(const std::string& path) {
-  auto cpu = Load(path, Options("cpu"));
+  auto cpu = kx::test::LoadEngine(path, Options("cpu"));
   const kx::Tokenizer& tok = cpu->tokenizer();
   const std::vector<int32_t> prompt =
       tok.Encode("The quick brown fox jumps over the lazy dog. Once upon a time,", true, false);
@@ -91,7 +63,7 @@ void CheckModel(const std::string& path) {
   REQUIRE(forced.size() >= static_cast<size_t>(kForced));
   const std::vector<int32_t> forced_n(forced.begin(), forced.begin() + kForced);
   const auto want = kx::test::TeacherForced(*cpu, prompt, forced_n);
-  REQUIRE(AllFinite(want));
+  REQUIRE(kx::test::AllFinite(want));
 
   // Everything the model can put on the device, at this context: the profile's memory.
   const kx::LlamaHParams& hp = cpu->hparams();
@@ -112,7 +84,7 @@ void CheckModel(const std::string& path) {
     kx::EngineOptions o = Options("sim");
     o.vram_budget = c.budget;
     o.n_gpu_layers = c.ngl;
-    auto sim = Load(path, o);
+    auto sim = kx::test::LoadEngine(path, o);
     const uint64_t used = sim->vram_budget() ? sim->vram_budget()->used() : 0;
     INFO(path << ": --vram-budget " << c.budget << " -ngl " << c.ngl << " → "
               << sim->n_device_layers() << " layers, head " << sim->device_head() << ", "
@@ -128,15 +100,15 @@ void CheckModel(const std::string& path) {
       CHECK(sim->n_device_layers() == (c.ngl < 0 ? hp.n_layer : std::min(c.ngl, hp.n_layer)));
     }
     const auto got = kx::test::TeacherForced(*sim, prompt, forced_n);
-    CHECK(AllFinite(got));
+    CHECK(kx::test::AllFinite(got));
     CHECK(kx::test::MaxAbsDiff(got, want) == 0.0);
   }
   {
     kx::EngineOptions o = Options("sim");
     o.vram_budget = "50%";
-    auto sim = Load(path, o);
-    auto cpu2 = Load(path, Options("cpu"));
-    CHECK(Greedy(*sim, prompt, kGreedy) == Greedy(*cpu2, prompt, kGreedy));
+    auto sim = kx::test::LoadEngine(path, o);
+    auto cpu2 = kx::test::LoadEngine(path, Options("cpu"));
+    CHECK(kx::test::Greedy(*sim, prompt, kGreedy) == kx::test::Greedy(*cpu2, prompt, kGreedy));
   }
   ::unsetenv("KAIROX_DEVICE_PROFILE");
 }
