@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/cpu_features.h"
 #include "base/status.h"
@@ -438,6 +439,10 @@ absl::Status Run(const Args& args) {
   run.cpu_info = CpuInfo();
   run.test_time = NowIso8601();
   run.peak_method = MatmulPeakMethod();
+  if (engine->n_device_layers() > 0 || engine->device_head()) {
+    run.backend = absl::StrCat("CPU+", engine->device_name(), " (", engine->n_device_layers(),
+                               " layers", engine->device_head() ? ", head)" : ")");
+  }
   run.repetitions = args.repetitions;
 
   Bench bench(args, *engine);

@@ -74,7 +74,7 @@ void PrintMarkdown(const RunInfo& run, const std::vector<TestResult>& results, s
     const double frac = r.FractionOfCeiling();
     absl::FPrintF(
         out, "| %-24s | %10s | %10s | %-7s | %7d | %16s | %18s | %13s | %13s | %13s | %7s |\n",
-        run.model.type, FormatSize(run.model.size_bytes), FormatParams(run.model.n_params), "CPU",
+        run.model.type, FormatSize(run.model.size_bytes), FormatParams(run.model.n_params), run.backend,
         run.n_threads, r.name, ts, FormatTs(r.CeilingDramTs()), FormatTs(r.CeilingCacheTs()),
         FormatTs(r.CeilingComputeTs()), frac > 0.0 ? absl::StrFormat("%.1f%%", 100.0 * frac) : "-");
   }
@@ -146,7 +146,7 @@ void PrintJson(const RunInfo& run, const std::vector<TestResult>& results, std::
     }();
     nlohmann::json j;
     j["cpu_info"] = run.cpu_info;
-    j["backends"] = "CPU";
+    j["backends"] = run.backend;
     j["model_filename"] = run.model.filename;
     j["model_type"] = run.model.type;
     j["model_size"] = run.model.size_bytes;

@@ -85,6 +85,8 @@ struct RunInfo {
   std::string test_time;  // ISO 8601, UTC
   std::string peak_method;
   int repetitions = 0;
+  // "CPU", or "CPU+<device>" with the layers and the LM head it holds (docs/device.md).
+  std::string backend = "CPU";
 };
 
 void PrintMarkdown(const RunInfo& run, const std::vector<TestResult>& results, std::FILE* out);
