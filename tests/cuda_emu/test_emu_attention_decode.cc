@@ -72,8 +72,8 @@ double CacheValue(const Cache& c, const std::vector<uint8_t>& cache, int p, int 
   return static_cast<double>(kx::cpu::HalfToFloat(d)) * q;
 }
 
-// The CPU engine's attention of one head: lib/engine/forward.cc:252-282 (RunAttentionPart),
-// with the scalar vector kernels.
+// The CPU engine's attention of one head: kernels/cpu/layer_ops.cc (cpu::AttendHead, which
+// RunAttentionPart calls), with the scalar vector kernels.
 void CpuAttentionHead(const Cache& c, int kv_dim, int hd, int kvh, int first_key, int n_keys,
                       const float* qh, float attn_scale, float* out) {
   const kx::cpu::VecKernels& vec = kx::cpu::KernelsFor(kx::Isa::kScalar)->vec;

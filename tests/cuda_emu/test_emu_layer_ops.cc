@@ -27,13 +27,12 @@ using kx::test::FindOpOrFail;
 using kx::test::Poison;
 using kx::test::RandomFloats;
 
-// One float ulp is at most 2^-23 of the value; a rounding moves a result by at most 2^-24.
+// One float ulp is at most 2^-23 of the value.
 constexpr double kUlp = 0x1p-23;
-constexpr double kHalfUlp = 0x1p-24;
 
 // ---- rms_norm --------------------------------------------------------------------------
 
-// lib/engine/forward.cc:31-36 (RmsNorm), verbatim.
+// kernels/cpu/layer_ops.cc (cpu::RmsNorm, which lib/engine/forward.cc calls), verbatim.
 void CpuRmsNorm(const float* src, const float* weight, float* dst, int n, float eps) {
   double sum_sq = 0.0;
   for (int i = 0; i < n; ++i) sum_sq += static_cast<double>(src[i]) * src[i];
@@ -58,7 +57,7 @@ void CheckRmsNorm(std::mt19937_64& rng, int64_t rows, int64_t n, float eps, int 
   Poison(out);
 
   // The reference: the CPU's RmsNorm row by row, then (mode 2) the residual add of
-  // AttnResidualStage (forward.cc:370-377: ffo normed in place, then x += ffo).
+  // AttnResidualStage (lib/engine/forward.cc: ffo normed in place, then x += ffo).
   std::vector<double> want(count), tol(count);
   std::vector<float> y(n);
   for (int64_t row = 0; row < rows; ++row) {
