@@ -5,6 +5,13 @@ find_package(spdlog REQUIRED)
 find_package(nlohmann_json REQUIRED)
 # oneDNN (libdnnl-dev): predictor training and batched prefill matmuls.
 find_package(dnnl REQUIRED)
+# OpenSSL (libssl-dev): SHA-256 of model files (libcrypto's accelerated one).
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+# CLI11 (libcli11-dev, header-only): the programs' command-line parsing.
+find_package(CLI11 CONFIG REQUIRED)
+# libedit (libedit-dev): line editing and history in kairox-chat.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(KX_LIBEDIT REQUIRED IMPORTED_TARGET libedit)
 # METIS (libmetis-dev) ships no CMake package: an imported target by hand.
 find_path(KX_METIS_INCLUDE_DIR metis.h REQUIRED)
 find_library(KX_METIS_LIBRARY metis REQUIRED)

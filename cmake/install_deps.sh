@@ -6,7 +6,8 @@ set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config git python3 python3-venv
           libabsl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2 libdnnl-dev
-          libmetis-dev liburing-dev ocl-icd-opencl-dev clang libclang-rt-14-dev tmux)
+          libmetis-dev liburing-dev ocl-icd-opencl-dev libcli11-dev libssl-dev libedit-dev
+          clang libclang-rt-14-dev tmux)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
