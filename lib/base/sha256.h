@@ -1,10 +1,8 @@
-// SHA-256 (FIPS 180-4), written here: no OpenSSL dependency. Used to identify
-// a model file, so a sidecar (predictors, neuron order, groups) or a trace can
-// say which model it belongs to.
-//
-// Two compression functions: a portable one (the reference, always built) and
-// one using the x86 SHA extensions (SHA-NI), chosen at run time when the CPU
-// has them. Both give the same digests (tested).
+// SHA-256 (FIPS 180-4) through OpenSSL's libcrypto (its EVP interface, which
+// picks the CPU's accelerated code: SHA-NI, AVX2, ...). Used to identify a
+// model file, so a sidecar (predictors, neuron order, groups) or a trace can
+// say which model it belongs to. What kairox adds is the digest cache
+// (Sha256FileCached), so a multi-gigabyte model is not rehashed on each load.
 //
 //   kx::Sha256 h;
 //   h.Update(data, size);
@@ -20,24 +18,11 @@
 
 #include "base/status.h"
 
+// OpenSSL's EVP_MD_CTX, declared here so that users of this header need no
+// OpenSSL headers.
+struct evp_md_ctx_st;
+
 namespace kx {
-
-// Which compression function a Sha256 uses.
-enum class Sha256Impl {
-  kAuto,      // SHA-NI when the CPU has it, else portable
-  kPortable,  // plain C++ (the reference)
-  kShaNi,     // x86 SHA extensions; only valid when Sha256ShaNiAvailable()
-};
-
-// True when the CPU (cpuid leaf 7, EBX bit 29) has the SHA extensions and
-// SSE4.1, which the SHA-NI path also uses.
-bool Sha256ShaNiAvailable();
-
-// The implementation kAuto resolves to on this machine: kShaNi or kPortable.
-// KAIROX_SHA256=portable in the environment forces the portable one.
-Sha256Impl Sha256DefaultImpl();
-
-const char* Sha256ImplName(Sha256Impl impl);
 
 // Incremental hasher. Not thread-safe; one message per object (Finish() ends
 // it; Reset() starts a new one).
@@ -46,9 +31,13 @@ class Sha256 {
   static constexpr size_t kBlockBytes = 64;
   static constexpr size_t kDigestBytes = 32;
 
-  // kShaNi on a CPU without it aborts (KX_CHECK): callers ask
-  // Sha256ShaNiAvailable() first.
-  explicit Sha256(Sha256Impl impl = Sha256Impl::kAuto);
+  // libcrypto failing to set up a SHA-256 context (out of memory) aborts
+  // (KX_CHECK): there is no useful way to go on without a hash.
+  Sha256();
+  ~Sha256();
+  // Copies carry the state so far (hash a common prefix once, fork it).
+  Sha256(const Sha256& other);
+  Sha256& operator=(const Sha256& other);
 
   void Update(const void* data, size_t size);
   void Update(std::string_view data) { Update(data.data(), data.size()); }
@@ -56,17 +45,12 @@ class Sha256 {
   std::array<uint8_t, kDigestBytes> Finish();
   void Reset();
 
-  Sha256Impl impl() const { return impl_; }
+  // Which libcrypto and provider do the hashing, e.g. "OpenSSL 3.0.11
+  // 19 Sep 2023, provider default", for benchmarks and logs.
+  static std::string BackendName();
 
  private:
-  using CompressFn = void (*)(uint32_t state[8], const uint8_t* blocks, size_t n_blocks);
-
-  Sha256Impl impl_;
-  CompressFn compress_;
-  uint32_t state_[8];
-  uint8_t buffer_[kBlockBytes];
-  size_t buffered_ = 0;       // bytes in buffer_
-  uint64_t total_bytes_ = 0;  // message length so far
+  evp_md_ctx_st* ctx_;
   bool finished_ = false;
 };
 
@@ -74,15 +58,12 @@ class Sha256 {
 std::string DigestHex(const std::array<uint8_t, Sha256::kDigestBytes>& digest);
 
 // One-shot hash of a buffer, as lowercase hex.
-std::string Sha256Hex(const void* data, size_t size, Sha256Impl impl = Sha256Impl::kAuto);
-inline std::string Sha256Hex(std::string_view data, Sha256Impl impl = Sha256Impl::kAuto) {
-  return Sha256Hex(data.data(), data.size(), impl);
-}
+std::string Sha256Hex(const void* data, size_t size);
+inline std::string Sha256Hex(std::string_view data) { return Sha256Hex(data.data(), data.size()); }
 
 // Hashes a whole file, read sequentially in large chunks. NotFound /
 // PermissionDenied / Internal (read error) name the path.
-absl::StatusOr<std::string> Sha256File(const std::string& path,
-                                       Sha256Impl impl = Sha256Impl::kAuto);
+absl::StatusOr<std::string> Sha256File(const std::string& path);
 
 // What Sha256FileCached did.
 enum class Sha256CacheOutcome {

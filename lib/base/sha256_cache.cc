@@ -213,10 +213,10 @@ std::mutex& CacheMutex() {
 
 }  // namespace
 
-absl::StatusOr<std::string> Sha256File(const std::string& path, Sha256Impl impl) {
+absl::StatusOr<std::string> Sha256File(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus(errno, absl::StrCat("opening ", path));
-  Sha256 hasher(impl);
+  Sha256 hasher;
   const absl::Status st = HashFd(fd, path, &hasher);
   ::close(fd);
   KX_RETURN_IF_ERROR(st);

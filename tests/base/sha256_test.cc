@@ -1,12 +1,13 @@
-// SHA-256: NIST vectors for every implementation, chunked updates against
-// one-shot, SHA-NI against portable on random data, file hashing, and the
-// digest cache (hit, miss, invalidation, corrupt cache file).
+// SHA-256 (libcrypto underneath): NIST vectors, chunked updates against
+// one-shot, copies and Reset, file hashing, and the digest cache (hit, miss,
+// invalidation, corrupt cache file).
 #include "base/sha256.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -17,18 +18,6 @@
 #include "test_util.h"
 
 namespace {
-
-using kx::Sha256Impl;
-
-std::vector<Sha256Impl> Impls() {
-  std::vector<Sha256Impl> v = {Sha256Impl::kPortable};
-  if (kx::Sha256ShaNiAvailable()) {
-    v.push_back(Sha256Impl::kShaNi);
-  } else {
-    WARN("no SHA-NI on this CPU: only the portable SHA-256 is tested");
-  }
-  return v;
-}
 
 std::vector<uint8_t> RandomBytes(std::mt19937_64& rng, size_t n) {
   std::vector<uint8_t> v(n);
@@ -91,59 +80,60 @@ TEST_CASE("SHA-256 NIST vectors", "[sha256]") {
        "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1"},
       {million_a, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"},
   };
-  for (Sha256Impl impl : Impls()) {
-    for (const Vector& v : vectors) {
-      INFO("impl " << kx::Sha256ImplName(impl) << ", message of " << v.msg.size() << " bytes");
-      CHECK(kx::Sha256Hex(v.msg, impl) == v.hex);
-    }
+  for (const Vector& v : vectors) {
+    INFO("message of " << v.msg.size() << " bytes");
+    CHECK(kx::Sha256Hex(v.msg) == v.hex);
   }
-  CHECK(kx::Sha256Hex("abc") == vectors[1].hex);  // kAuto
+  // The million 'a's fed in uneven pieces.
+  kx::Sha256 h;
+  for (size_t off = 0; off < million_a.size(); off += 4099) {
+    h.Update(million_a.data() + off, std::min<size_t>(4099, million_a.size() - off));
+  }
+  CHECK(kx::DigestHex(h.Finish()) == vectors[4].hex);
+  CHECK_FALSE(kx::Sha256::BackendName().empty());
 }
 
 TEST_CASE("SHA-256 chunked updates equal one-shot at every split point", "[sha256]") {
   auto rng = kx::test::SeededRng(4242);
   // 3 blocks + a tail: splits cross block boundaries and land inside the buffer.
   const std::vector<uint8_t> msg = RandomBytes(rng, 3 * 64 + 27);
-  for (Sha256Impl impl : Impls()) {
-    const std::string one_shot = kx::Sha256Hex(msg.data(), msg.size(), impl);
-    for (size_t a = 0; a <= msg.size(); ++a) {
-      for (size_t b = a; b <= msg.size(); b += 7) {  // three pieces: [0,a) [a,b) [b,n)
-        kx::Sha256 h(impl);
-        h.Update(msg.data(), a);
-        h.Update(msg.data() + a, b - a);
-        h.Update(msg.data() + b, msg.size() - b);
-        const std::string got = kx::DigestHex(h.Finish());
-        if (got != one_shot) {
-          FAIL("impl " << kx::Sha256ImplName(impl) << " split at " << a << ", " << b);
-        }
-      }
+  const std::string one_shot = kx::Sha256Hex(msg.data(), msg.size());
+  for (size_t a = 0; a <= msg.size(); ++a) {
+    for (size_t b = a; b <= msg.size(); b += 7) {  // three pieces: [0,a) [a,b) [b,n)
+      kx::Sha256 h;
+      h.Update(msg.data(), a);
+      h.Update(msg.data() + a, b - a);
+      h.Update(msg.data() + b, msg.size() - b);
+      const std::string got = kx::DigestHex(h.Finish());
+      if (got != one_shot) FAIL("split at " << a << ", " << b);
     }
-    // Byte by byte, and Reset() reuses the object.
-    kx::Sha256 h(impl);
-    h.Update("garbage", 7);
-    (void)h.Finish();
-    h.Reset();
-    for (uint8_t byte : msg) h.Update(&byte, 1);
-    CHECK(kx::DigestHex(h.Finish()) == one_shot);
   }
+  // Byte by byte, and Reset() reuses the object.
+  kx::Sha256 h;
+  h.Update("garbage", 7);
+  (void)h.Finish();
+  h.Reset();
+  for (uint8_t byte : msg) h.Update(&byte, 1);
+  CHECK(kx::DigestHex(h.Finish()) == one_shot);
 }
 
-TEST_CASE("SHA-NI and portable SHA-256 agree on random messages of every length", "[sha256]") {
-  if (!kx::Sha256ShaNiAvailable()) {
-    WARN("no SHA-NI on this CPU; nothing to compare");
-    return;
-  }
-  auto rng = kx::test::SeededRng(99);
-  for (size_t n = 0; n <= 1100; ++n) {
-    const std::vector<uint8_t> msg = RandomBytes(rng, n);
-    const std::string portable = kx::Sha256Hex(msg.data(), n, Sha256Impl::kPortable);
-    const std::string shani = kx::Sha256Hex(msg.data(), n, Sha256Impl::kShaNi);
-    if (portable != shani) FAIL("length " << n);
-  }
-  // Large, many blocks in one call.
-  const std::vector<uint8_t> big = RandomBytes(rng, (1 << 20) + 13);
-  CHECK(kx::Sha256Hex(big.data(), big.size(), Sha256Impl::kShaNi) ==
-        kx::Sha256Hex(big.data(), big.size(), Sha256Impl::kPortable));
+TEST_CASE("SHA-256 copies fork the state; assignment replaces it", "[sha256]") {
+  kx::Sha256 prefix;
+  prefix.Update("abcdbcdecdefdefgefghfghighijhijk");
+  kx::Sha256 fork(prefix);
+  prefix.Update("ijkljklmklmnlmnomnopnopq");
+  fork.Update("ijkljklmklmnlmnomnopnopq");
+  const std::string want = "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1";
+  CHECK(kx::DigestHex(prefix.Finish()) == want);
+  CHECK(kx::DigestHex(fork.Finish()) == want);
+  kx::Sha256 other;
+  other.Update("ab");
+  kx::Sha256 target;
+  target.Update("unrelated bytes");
+  target = other;
+  target.Update("c");
+  CHECK(kx::DigestHex(target.Finish()) ==
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
 TEST_CASE("Sha256File hashes whole files and names missing ones", "[sha256]") {
@@ -155,11 +145,9 @@ TEST_CASE("Sha256File hashes whole files and names missing ones", "[sha256]") {
     const std::vector<uint8_t> bytes = RandomBytes(rng, n);
     const std::string path = dir.path + "/f" + std::to_string(n);
     WriteFile(path, bytes);
-    for (Sha256Impl impl : Impls()) {
-      auto hex = kx::Sha256File(path, impl);
-      REQUIRE(hex.ok());
-      CHECK(*hex == kx::Sha256Hex(bytes.data(), bytes.size(), Sha256Impl::kPortable));
-    }
+    auto hex = kx::Sha256File(path);
+    REQUIRE(hex.ok());
+    CHECK(*hex == kx::Sha256Hex(bytes.data(), bytes.size()));
   }
   auto missing = kx::Sha256File(dir.path + "/nope");
   REQUIRE_FALSE(missing.ok());
