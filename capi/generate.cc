@@ -41,6 +41,8 @@ kx_status kx_generate_result_init(kx_generate_result* result, uint32_t struct_si
 kx_status kx_session_generate(kx_session* session, kx_sampler* sampler, const char* prompt,
                               const kx_generate_params* params, kx_generate_result* result) {
   if (session == nullptr) return NullArg(__func__, "session");
+  kx::capi::SessionUse use(session, __func__);
+  if (use.status() != KX_STATUS_OK) return use.status();
   kx_generate_params p{};
   p.struct_size = sizeof(p);
   p.max_tokens = kDefaultMaxTokens;

@@ -61,6 +61,10 @@ struct kx_session {
   uint64_t seed = 0;
   std::unique_ptr<kx_sampler> default_sampler;
   mutable SessionCounters counters;  // sampling from a const session counts too
+  // kx::capi::SessionUse: kInUse while an entry point runs on the session; kFreePending
+  // once kx_session_free was called meanwhile (the running call frees it on its way out).
+  mutable std::atomic<uint32_t> use_state{0};
+  static constexpr uint32_t kInUse = 1, kFreePending = 2;
 };
 
 namespace kx::capi {
@@ -154,6 +158,23 @@ kx_status InitOutputStruct(const char* fn, const char* arg, T* dst, uint32_t str
   WriteStruct(zero, dst);
   return KX_STATUS_OK;
 }
+
+// Held by every entry point that takes a session, for the whole call: a second call on the
+// same session while one runs (from another thread, or from inside one of the session's own
+// callbacks) gets KX_STATUS_BUSY instead of sharing its state. Check status() first.
+class SessionUse {
+ public:
+  SessionUse(const kx_session* session, const char* fn) noexcept;
+  // Releases the session, and frees it when kx_session_free was called during the call.
+  ~SessionUse();
+  SessionUse(const SessionUse&) = delete;
+  SessionUse& operator=(const SessionUse&) = delete;
+  kx_status status() const { return status_; }
+
+ private:
+  const kx_session* session_;
+  kx_status status_;
+};
 
 // Whether an evaluation may be stopped: kAbortable polls the session's progress callback
 // (and an abort flag, when given) before each batch and between layers, and a stopped

@@ -115,6 +115,7 @@ const char* kx_status_name(kx_status status) {
     case KX_STATUS_CANCELLED: return "KX_STATUS_CANCELLED";
     case KX_STATUS_INVALID_STATE: return "KX_STATUS_INVALID_STATE";
     case KX_STATUS_INTERNAL: return "KX_STATUS_INTERNAL";
+    case KX_STATUS_BUSY: return "KX_STATUS_BUSY";
   }
   return "KX_STATUS_UNKNOWN";
 }

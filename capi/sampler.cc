@@ -91,6 +91,8 @@ kx_status kx_sampler_sample(kx_sampler* sampler, const kx_session* session, int3
   if (sampler == nullptr) return NullArg(__func__, "sampler");
   if (session == nullptr) return NullArg(__func__, "session");
   if (token == nullptr) return NullArg(__func__, "token");
+  kx::capi::SessionUse use(session, __func__);
+  if (use.status() != KX_STATUS_OK) return use.status();
   if (session->n_logits == 0) {
     return Fail(KX_STATUS_INVALID_STATE,
                 "kx_sampler_sample: the session has no logits (evaluate something first)");

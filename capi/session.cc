@@ -53,6 +53,30 @@ class AbortScope {
 
 namespace kx::capi {
 
+SessionUse::SessionUse(const kx_session* session, const char* fn) noexcept
+    : session_(session), status_(KX_STATUS_OK) {
+  uint32_t idle = 0;
+  if (session->use_state.compare_exchange_strong(idle, kx_session::kInUse,
+                                                 std::memory_order_acquire)) {
+    return;
+  }
+  status_ = KX_STATUS_BUSY;
+  try {
+    Fail(KX_STATUS_BUSY, std::string(fn) +
+                             ": the session is busy: another call on it is running (on another "
+                             "thread, or this call comes from one of its own callbacks); a "
+                             "session runs one call at a time");
+  } catch (...) {
+    // No memory for the message: the status says it.
+  }
+}
+
+SessionUse::~SessionUse() {
+  if (status_ != KX_STATUS_OK) return;
+  const uint32_t previous = session_->use_state.exchange(0, std::memory_order_acq_rel);
+  if (previous & kx_session::kFreePending) delete session_;
+}
+
 kx_status SessionEval(kx_session* s, const int32_t* tokens, size_t n, bool all_logits,
                       EvalStop stop, const volatile int32_t* abort_flag) {
   const int32_t n_vocab = s->engine->n_vocab();
@@ -192,11 +216,25 @@ kx_status kx_session_create(const kx_model* model, const kx_session_params* para
   });
 }
 
-void kx_session_free(kx_session* session) { delete session; }
+void kx_session_free(kx_session* session) {
+  if (session == nullptr) return;
+  // Idle: claim it and free it now. In use (a call on another thread, or this is called
+  // from one of the session's own callbacks): mark it, and the running call frees it when
+  // it returns (kx::capi::SessionUse).
+  uint32_t state = session->use_state.load(std::memory_order_acquire);
+  for (;;) {
+    if (state & kx_session::kFreePending) return;  // freed twice during one call
+    const uint32_t next = state == 0 ? kx_session::kInUse : state | kx_session::kFreePending;
+    if (session->use_state.compare_exchange_weak(state, next, std::memory_order_acq_rel)) break;
+  }
+  if (state == 0) delete session;
+}
 
 kx_status kx_session_set_progress_callback(kx_session* session, kx_progress_callback callback,
                                            void* user_data) {
   if (session == nullptr) return NullArg(__func__, "session");
+  kx::capi::SessionUse use(session, __func__);
+  if (use.status() != KX_STATUS_OK) return use.status();
   session->progress = callback;
   session->progress_user_data = callback != nullptr ? user_data : nullptr;
   return KX_STATUS_OK;
@@ -205,6 +243,8 @@ kx_status kx_session_set_progress_callback(kx_session* session, kx_progress_call
 kx_status kx_session_eval(kx_session* session, const int32_t* tokens, uint64_t n_tokens,
                           uint32_t flags) {
   if (session == nullptr) return NullArg(__func__, "session");
+  kx::capi::SessionUse use(session, __func__);
+  if (use.status() != KX_STATUS_OK) return use.status();
   if (tokens == nullptr && n_tokens > 0) return NullArg(__func__, "tokens");
   if (n_tokens == 0) return Fail(KX_STATUS_INVALID_ARGUMENT, "kx_session_eval: no tokens");
   if (flags & ~uint32_t{KX_EVAL_ALL_LOGITS}) {
@@ -223,6 +263,8 @@ kx_status kx_session_eval(kx_session* session, const int32_t* tokens, uint64_t n
 kx_status kx_session_get_logits(const kx_session* session, int32_t index, const float** logits,
                                 int32_t* n_vocab) {
   if (session == nullptr) return NullArg(__func__, "session");
+  kx::capi::SessionUse use(session, __func__);
+  if (use.status() != KX_STATUS_OK) return use.status();
   if (logits == nullptr) return NullArg(__func__, "logits");
   if (n_vocab == nullptr) return NullArg(__func__, "n_vocab");
   if (session->n_logits == 0) {
@@ -256,6 +298,8 @@ kx_status kx_session_get_logits(const kx_session* session, int32_t index, const 
 
 kx_status kx_session_get_n_past(const kx_session* session, int32_t* n_past) {
   if (session == nullptr) return NullArg(__func__, "session");
+  kx::capi::SessionUse use(session, __func__);
+  if (use.status() != KX_STATUS_OK) return use.status();
   if (n_past == nullptr) return NullArg(__func__, "n_past");
   *n_past = session->engine->n_past();
   return KX_STATUS_OK;
@@ -263,6 +307,8 @@ kx_status kx_session_get_n_past(const kx_session* session, int32_t* n_past) {
 
 kx_status kx_session_get_n_ctx(const kx_session* session, int32_t* n_ctx) {
   if (session == nullptr) return NullArg(__func__, "session");
+  kx::capi::SessionUse use(session, __func__);
+  if (use.status() != KX_STATUS_OK) return use.status();
   if (n_ctx == nullptr) return NullArg(__func__, "n_ctx");
   *n_ctx = session->engine->n_ctx();
   return KX_STATUS_OK;
@@ -271,6 +317,8 @@ kx_status kx_session_get_n_ctx(const kx_session* session, int32_t* n_ctx) {
 kx_status kx_session_get_tokens(const kx_session* session, int32_t* tokens, uint64_t capacity,
                                 uint64_t* n_tokens) {
   if (session == nullptr) return NullArg(__func__, "session");
+  kx::capi::SessionUse use(session, __func__);
+  if (use.status() != KX_STATUS_OK) return use.status();
   if (tokens == nullptr && capacity > 0) return NullArg(__func__, "tokens");
   if (n_tokens == nullptr) return NullArg(__func__, "n_tokens");
   const std::vector<int32_t>& ids = session->tokens;
@@ -287,6 +335,8 @@ kx_status kx_session_get_tokens(const kx_session* session, int32_t* tokens, uint
 
 kx_status kx_session_truncate(kx_session* session, int32_t n_keep) {
   if (session == nullptr) return NullArg(__func__, "session");
+  kx::capi::SessionUse use(session, __func__);
+  if (use.status() != KX_STATUS_OK) return use.status();
   const int32_t n_past = session->engine->n_past();
   if (n_keep < 0 || n_keep > n_past) {
     return Fail(KX_STATUS_INVALID_ARGUMENT, "kx_session_truncate: n_keep " +
@@ -304,6 +354,8 @@ kx_status kx_session_truncate(kx_session* session, int32_t n_keep) {
 
 kx_status kx_session_reset(kx_session* session) {
   if (session == nullptr) return NullArg(__func__, "session");
+  kx::capi::SessionUse use(session, __func__);
+  if (use.status() != KX_STATUS_OK) return use.status();
   return Guard(__func__, [&] {
     session->engine->TruncateKv(0);
     session->tokens.clear();
@@ -320,6 +372,8 @@ kx_status kx_stats_init(kx_stats* stats, uint32_t struct_size) {
 
 kx_status kx_session_get_stats(const kx_session* session, kx_stats* stats) {
   if (session == nullptr) return NullArg(__func__, "session");
+  kx::capi::SessionUse use(session, __func__);
+  if (use.status() != KX_STATUS_OK) return use.status();
   if (stats == nullptr) return NullArg(__func__, "stats");
   if (auto st = kx::capi::CheckStructSize(__func__, "stats", stats->struct_size)) return st;
   const SessionCounters& c = session->counters;
@@ -340,6 +394,8 @@ kx_status kx_session_get_stats(const kx_session* session, kx_stats* stats) {
 
 kx_status kx_session_reset_stats(kx_session* session) {
   if (session == nullptr) return NullArg(__func__, "session");
+  kx::capi::SessionUse use(session, __func__);
+  if (use.status() != KX_STATUS_OK) return use.status();
   session->counters = SessionCounters{};
   return KX_STATUS_OK;
 }

@@ -33,7 +33,10 @@
  *   required size written and the buffer untouched.
  * - Threads: a kx_model is immutable and may be used from any number of threads at once.
  *   A kx_session or kx_sampler is used by one thread at a time (different sessions may run
- *   concurrently, each with its own worker threads).
+ *   concurrently, each with its own worker threads). A session runs one call at a time: a
+ *   call on a session while another call on it is running — from another thread, or from
+ *   inside one of that session's own callbacks (progress, on_token) — returns
+ *   KX_STATUS_BUSY at once and changes nothing; it neither waits nor corrupts the session.
  * - The ABI is append-only: values and functions are never renumbered or removed.
  *   kx_version() tells which library is loaded; declarations added after the first release
  *   (0.1.0) will say "added in <version>".
@@ -77,7 +80,8 @@ typedef enum kx_status {
   KX_STATUS_CONTEXT_FULL = 9,     /* the tokens do not fit the session's context */
   KX_STATUS_CANCELLED = 10,       /* a callback asked to stop */
   KX_STATUS_INVALID_STATE = 11,   /* e.g. logits asked for before any evaluation */
-  KX_STATUS_INTERNAL = 12         /* a kairox bug; the message says where */
+  KX_STATUS_INTERNAL = 12,        /* a kairox bug; the message says where */
+  KX_STATUS_BUSY = 13             /* the session is in use by another call (see Threads) */
 } kx_status;
 
 /* A static name for a status ("KX_STATUS_OK", ...; "KX_STATUS_UNKNOWN" otherwise). */
@@ -283,6 +287,9 @@ KX_API kx_status kx_session_params_init(kx_session_params* params, uint32_t stru
  * session holds a reference to the model's weights. Free with kx_session_free. */
 KX_API kx_status kx_session_create(const kx_model* model, const kx_session_params* params,
                                    kx_session** out);
+/* Frees the session. Called while a call on the session is running (from one of its own
+ * callbacks, or another thread), the session is freed when that call returns; the handle
+ * must not be used again either way. kx_session_free(NULL) does nothing. */
 KX_API void kx_session_free(kx_session* session);
 
 /* Called on the evaluating thread while the session evaluates tokens — kx_session_eval, and
@@ -292,7 +299,8 @@ KX_API void kx_session_free(kx_session* session);
  * token, a single-token kx_session_eval and every token under a RAM budget with a sidecar
  * are polled once, before each.)
  * Return non-zero to stop: kx_session_eval then fails with CANCELLED, kx_session_generate
- * stops with KX_STOP_ABORTED. It must not call kairox functions on this session. NULL
+ * stops with KX_STOP_ABORTED. Calls on this session from inside it return KX_STATUS_BUSY
+ * (kx_session_free is deferred until the evaluating call returns). NULL
  * removes it; `user_data` must stay valid while it is set. */
 KX_API kx_status kx_session_set_progress_callback(kx_session* session,
                                                   kx_progress_callback callback,

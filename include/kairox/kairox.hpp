@@ -12,7 +12,9 @@
 //   });
 //
 // Threading and lifetimes are those of the C ABI: a Model may be shared between threads and
-// may be destroyed before its Sessions; a Session or Sampler is used by one thread at a time.
+// may be destroyed before its Sessions; a Session or Sampler is used by one thread at a time
+// (a call on a Session while another runs on it, or from its own callbacks, throws Error with
+// KX_STATUS_BUSY).
 #ifndef KAIROX_KAIROX_HPP_
 #define KAIROX_KAIROX_HPP_
 

@@ -7,13 +7,18 @@
     for piece in session.generate(prompt, max_tokens=64):
         print(piece, end="", flush=True)
 
-Threading: a Model may be shared between threads; a Session is used by one thread at a
-time (generate() runs the C generation loop on a helper thread while you iterate: do not
-use the same session elsewhere until the iterator is exhausted or closed).
+Threading: a Model may be shared between threads. A Session runs one call at a time: a
+call made while another one on the same session is running — on another thread, or while a
+generate() iterator's generation is still going (it runs on a helper thread) — raises
+KairoxError with status_name "BUSY" at once; nothing waits, so no thread can deadlock on a
+session. The exceptions are abort(), which stops a running generation from any thread, and
+close(), which stops a running generation, waits for the running call to return and then
+frees the session (an open generate() iterator then ends normally, stop_reason "aborted").
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import queue
 import threading
@@ -342,12 +347,15 @@ class Session:
             raise ValueError(f"n_gpu_layers must be -1 (all that fit), 0 or a layer count, "
                              f"got {n_gpu_layers!r}")
         p.n_gpu_layers = 0 if n_gpu_layers < 0 else (-1 if n_gpu_layers == 0 else n_gpu_layers)
+        # Set before anything can fail, so that close() (from __del__) always finds them.
+        self._handle: Optional[int] = None
+        self._lock = threading.Lock()  # held by the running call (see _use)
+        self._abort: Optional[ctypes.c_int32] = None  # the running generation's abort flag
         h = ctypes.c_void_p()
         _check(lib.kx_session_create(model.handle, ctypes.byref(p), ctypes.byref(h)))
-        self._handle: Optional[int] = h.value
+        self._handle = h.value
         self.model = model
         self.last_result: Optional[GenerateResult] = None
-        self._abort = ctypes.c_int32(0)
 
     @property
     def handle(self) -> int:
@@ -355,10 +363,40 @@ class Session:
             raise ValueError("the session is closed")
         return self._handle
 
+    def _acquire(self) -> int:
+        """Takes the session for one call (released by the caller) and returns its handle;
+        KairoxError BUSY when another call holds it, ValueError when it is closed."""
+        if not self._lock.acquire(blocking=False):
+            raise KairoxError(C.STATUS_BUSY,
+                              "the session is busy: another call on it is running (on another "
+                              "thread, or a generate() that has not finished); a session runs "
+                              "one call at a time")
+        if self._handle is None:
+            self._lock.release()
+            raise ValueError("the session is closed")
+        return self._handle
+
+    @contextlib.contextmanager
+    def _use(self) -> Iterator[int]:
+        handle = self._acquire()
+        try:
+            yield handle
+        finally:
+            self._lock.release()
+
     def close(self) -> None:
-        if self._handle is not None:
-            C.lib().kx_session_free(self._handle)
-            self._handle = None
+        """Frees the session. A running generation is stopped (as by abort()) and the call
+        running on the session, if any, is waited for first; safe from any thread."""
+        lock = getattr(self, "_lock", None)
+        if lock is None:  # __init__ failed before the session existed
+            return
+        abort = self._abort
+        if abort is not None:
+            abort.value = 1
+        with lock:
+            if self._handle is not None:
+                C.lib().kx_session_free(self._handle)
+                self._handle = None
 
     def __del__(self) -> None:
         try:
@@ -375,38 +413,42 @@ class Session:
     def eval(self, tokens: Sequence[int], all_logits: bool = False) -> None:
         """Appends and evaluates tokens (KairoxError CONTEXT_FULL if they do not fit)."""
         ids = (ctypes.c_int32 * max(len(tokens), 1))(*tokens)
-        _check(C.lib().kx_session_eval(self.handle, ids, len(tokens),
-                                       C.EVAL_ALL_LOGITS if all_logits else 0))
+        with self._use() as h:
+            _check(C.lib().kx_session_eval(h, ids, len(tokens),
+                                           C.EVAL_ALL_LOGITS if all_logits else 0))
 
     def logits(self, index: int = -1, as_numpy: Optional[bool] = None) -> Any:
         """A copy of the logits of token `index` of the last eval: a numpy float32 array when
         numpy is importable (or as_numpy=True), else a list of floats."""
         ptr = ctypes.POINTER(ctypes.c_float)()
         n = ctypes.c_int32()
-        _check(C.lib().kx_session_get_logits(self.handle, index, ctypes.byref(ptr),
-                                             ctypes.byref(n)))
         use_numpy = _has_numpy() if as_numpy is None else as_numpy
-        if use_numpy:
-            import numpy as np
-            return np.ctypeslib.as_array(ptr, shape=(n.value,)).copy()
-        return ptr[:n.value]
+        with self._use() as h:  # the row lives in the session: copied before release
+            _check(C.lib().kx_session_get_logits(h, index, ctypes.byref(ptr), ctypes.byref(n)))
+            if use_numpy:
+                import numpy as np
+                return np.ctypeslib.as_array(ptr, shape=(n.value,)).copy()
+            return ptr[:n.value]
 
     def sample(self, sampler: Sampler) -> int:
         """Draws the next token from the last logits with the session's history."""
         out = ctypes.c_int32()
-        _check(C.lib().kx_sampler_sample(sampler.handle, self.handle, ctypes.byref(out)))
+        with self._use() as h:
+            _check(C.lib().kx_sampler_sample(sampler.handle, h, ctypes.byref(out)))
         return out.value
 
     @property
     def n_past(self) -> int:
         out = ctypes.c_int32()
-        _check(C.lib().kx_session_get_n_past(self.handle, ctypes.byref(out)))
+        with self._use() as h:
+            _check(C.lib().kx_session_get_n_past(h, ctypes.byref(out)))
         return out.value
 
     @property
     def n_ctx(self) -> int:
         out = ctypes.c_int32()
-        _check(C.lib().kx_session_get_n_ctx(self.handle, ctypes.byref(out)))
+        with self._use() as h:
+            _check(C.lib().kx_session_get_n_ctx(h, ctypes.byref(out)))
         return out.value
 
     @property
@@ -414,40 +456,49 @@ class Session:
         """The token ids in the KV cache."""
         lib = C.lib()
         n = ctypes.c_uint64()
-        _check(lib.kx_session_get_tokens(self.handle, None, 0, ctypes.byref(n)))
-        buf = (ctypes.c_int32 * max(n.value, 1))()
-        _check(lib.kx_session_get_tokens(self.handle, buf, n.value, ctypes.byref(n)))
+        with self._use() as h:
+            _check(lib.kx_session_get_tokens(h, None, 0, ctypes.byref(n)))
+            buf = (ctypes.c_int32 * max(n.value, 1))()
+            _check(lib.kx_session_get_tokens(h, buf, n.value, ctypes.byref(n)))
         return list(buf[:n.value])
 
     def truncate(self, n_keep: int) -> None:
-        _check(C.lib().kx_session_truncate(self.handle, n_keep))
+        with self._use() as h:
+            _check(C.lib().kx_session_truncate(h, n_keep))
 
     def reset(self) -> None:
         """Clears the KV cache and re-seeds the default sampler."""
-        _check(C.lib().kx_session_reset(self.handle))
+        with self._use() as h:
+            _check(C.lib().kx_session_reset(h))
 
     def stats(self) -> Dict[str, float]:
         """Counters since creation or reset_stats(), as a dict."""
         st = C.Stats()
         _check(C.lib().kx_stats_init(ctypes.byref(st), ctypes.sizeof(st)))
-        _check(C.lib().kx_session_get_stats(self.handle, ctypes.byref(st)))
+        with self._use() as h:
+            _check(C.lib().kx_session_get_stats(h, ctypes.byref(st)))
         return {name: getattr(st, name) for name, _ in C.Stats._fields_ if name != "struct_size"}
 
     def reset_stats(self) -> None:
-        _check(C.lib().kx_session_reset_stats(self.handle))
+        with self._use() as h:
+            _check(C.lib().kx_session_reset_stats(h))
 
     def abort(self) -> None:
         """Stops a running generate() from any thread: before the next token, or while its
         prompt is evaluated, between two layers (then nothing of it stays in the session)."""
-        self._abort.value = 1
+        abort = self._abort
+        if abort is not None:
+            abort.value = 1
 
     def generate(self, prompt: str = "", max_tokens: int = 256, stop: Sequence[str] = (),
                  sampler: Optional[Sampler] = None) -> Iterator[str]:
         """Streams the text generated after `prompt` ("" continues the session), in pieces
         of whole characters. Stops at end of generation, max_tokens (-1: no limit), a stop
         string (excluded from the text), a full context, abort(), or when the iterator is
-        closed. How it ended is in self.last_result afterwards (also after an early close:
-        stop_reason "aborted")."""
+        closed, or close() of the session. How it ended is in self.last_result afterwards
+        (also after an early close: stop_reason "aborted"). The session is taken when the
+        iteration starts and stays taken until the generation has ended: calls on it meanwhile
+        raise KairoxError BUSY (abort() and close() excepted)."""
         lib = C.lib()
         gp = C.GenerateParams()
         _check(lib.kx_generate_params_init(ctypes.byref(gp), ctypes.sizeof(gp)))
@@ -456,8 +507,8 @@ class Session:
         gp.max_tokens = max_tokens
         gp.stop_strings = stop_arr if stops else None
         gp.n_stop_strings = len(stops)
-        self._abort.value = 0
-        gp.abort_flag = ctypes.pointer(self._abort)
+        abort = ctypes.c_int32(0)  # this generation's own: a later one never sees it set
+        gp.abort_flag = ctypes.pointer(abort)
         pieces: "queue.SimpleQueue[Union[str, _Done]]" = queue.SimpleQueue()
 
         def on_token(_ud: Any, _token: int, text: Any, n: int) -> int:
@@ -469,18 +520,23 @@ class Session:
         gp.on_token = callback
         result = C.GenerateResult()
         _check(lib.kx_generate_result_init(ctypes.byref(result), ctypes.sizeof(result)))
-        handle = self.handle
         sampler_handle = sampler.handle if sampler is not None else None
         prompt_bytes = prompt.encode()
+        handle = self._acquire()  # released by the worker when the C call has returned
+        self._abort = abort
 
         def run() -> None:
             try:
                 status = lib.kx_session_generate(handle, sampler_handle, prompt_bytes,
                                                  ctypes.byref(gp), ctypes.byref(result))
                 msg = (lib.kx_last_error() or b"").decode("utf-8", "replace") if status else ""
-                pieces.put(_Done(status, msg))
+                done_item = _Done(status, msg)
             except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
-                pieces.put(_Done(-1, str(e), e))
+                done_item = _Done(-1, str(e), e)
+            finally:
+                self._abort = None
+                self._lock.release()
+            pieces.put(done_item)
 
         def finished() -> None:
             self.last_result = GenerateResult(
@@ -489,7 +545,12 @@ class Session:
 
         self.last_result = None
         worker = threading.Thread(target=run, name="kairox-generate", daemon=True)
-        worker.start()
+        try:
+            worker.start()
+        except BaseException:
+            self._abort = None
+            self._lock.release()
+            raise
         done = False
         try:
             while True:
@@ -504,17 +565,21 @@ class Session:
                     return
                 yield item
         finally:
-            if not done:  # closed early: stop the C loop, then record how it ended
-                self._abort.value = 1
+            if threading.current_thread() is worker:
+                # Finalized by the garbage collector on the helper thread itself (inside a
+                # token callback): it cannot wait for itself; the generation stops after it.
+                abort.value = 1
+            else:
+                if not done:  # closed early: stop the C loop, then record how it ended
+                    abort.value = 1
+                    worker.join()
+                    while True:
+                        item = pieces.get()
+                        if isinstance(item, _Done):
+                            if item.error is None and item.status == 0:
+                                finished()
+                            break
                 worker.join()
-                while True:
-                    item = pieces.get()
-                    if isinstance(item, _Done):
-                        if item.error is None and item.status == 0:
-                            finished()
-                        break
-            worker.join()
-            self._abort.value = 0
 
     def generate_text(self, prompt: str = "", **kwargs: Any) -> str:
         """generate() joined into one string."""
