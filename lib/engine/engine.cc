@@ -210,6 +210,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
   impl->act.resize(2 * B * act_row + 64);
   impl->logits.resize(hp.n_vocab);
   KX_RETURN_IF_ERROR(impl->ram->Reserve("scratch", impl->ScratchBytes()));
+  // The model's tokenizer and GGUF index stay on the heap as long as the model does; no
+  // session runs without them, so each session's budget holds them (docs/tiers.md).
+  KX_RETURN_IF_ERROR(impl->ram->Reserve("model tables", impl->model->TableBytes()));
 
   if (options.sparse) {
     SparseConfig sc;

@@ -11,6 +11,8 @@
 #include <numeric>
 #include <utility>
 
+#include "base/heap_bytes.h"
+
 namespace kx {
 namespace {
 
@@ -396,6 +398,13 @@ absl::StatusOr<GgufFile> GgufFile::FromBuffer(const uint8_t* data, uint64_t size
   file.data_ = data;
   file.size_ = size;
   return Parse(std::move(file));
+}
+
+uint64_t GgufFile::HeapBytes() const {
+  uint64_t bytes = kx::HeapBytes(kvs_) + kx::HeapBytes(kv_index_) + kx::HeapBytes(arrays_) +
+                   kx::HeapBytes(offsets_) + kx::HeapBytes(tensors_) + kx::HeapBytes(tensor_index_);
+  for (const GgufTensorInfo& t : tensors_) bytes += kx::HeapBytes(t.name);
+  return bytes;
 }
 
 }  // namespace kx

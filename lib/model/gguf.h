@@ -177,6 +177,9 @@ class GgufFile {
     return data_ + data_offset_ + t.offset;
   }
   const uint8_t* data() const { return data_; }
+  // Heap bytes of the parsed index (key and tensor tables, array offsets; the
+  // file's bytes themselves are not counted).
+  uint64_t HeapBytes() const;
 
  private:
   struct KvEntry {

@@ -65,4 +65,6 @@ uint64_t Model::ParameterCount() const {
   return n;
 }
 
+uint64_t Model::TableBytes() const { return tokenizer_->HeapBytes() + file_->HeapBytes(); }
+
 }  // namespace kx

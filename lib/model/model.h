@@ -50,6 +50,10 @@ class Model {
   double FlopsPerToken() const;
   // Parameters in the weight tensors.
   uint64_t ParameterCount() const;
+  // Heap bytes of the model's tables: the tokenizer and the GGUF index (for
+  // SmolLM2's 49k vocabulary about 8 MiB). Every session with a RAM budget is
+  // charged for them ("model tables"), since none can run without them.
+  uint64_t TableBytes() const;
 
  private:
   Model() = default;

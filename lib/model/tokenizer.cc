@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <queue>
 
+#include "base/heap_bytes.h"
 #include "base/log.h"
 #include "model/unicode.h"
 
@@ -339,6 +340,14 @@ std::optional<int32_t> Tokenizer::TokenId(std::string_view token_text) const {
 
 std::string_view Tokenizer::TokenText(int32_t id) const {
   return id >= 0 && id < n_vocab() ? std::string_view(tokens_[id]) : std::string_view();
+}
+
+uint64_t Tokenizer::HeapBytes() const {
+  uint64_t bytes = kx::HeapBytes(tokens_) + kx::HeapBytes(types_) + kx::HeapBytes(pieces_) +
+                   kx::HeapBytes(scores_) + kx::HeapBytes(token_ids_) + kx::HeapBytes(merges_) +
+                   kx::HeapBytes(end_of_generation_);
+  for (const auto& v : specials_by_byte_) bytes += kx::HeapBytes(v);
+  return bytes;
 }
 
 }  // namespace kx

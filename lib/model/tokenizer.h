@@ -127,6 +127,10 @@ class Tokenizer {
   // The vocabulary spelling of an id ("" when out of range).
   std::string_view TokenText(int32_t id) const;
 
+  // Heap bytes of this tokenizer's tables (vocabulary, decoded pieces, the id
+  // and merge maps): what a session's RAM budget charges for it.
+  uint64_t HeapBytes() const;
+
  private:
   struct Merge {
     int32_t rank;
