@@ -18,7 +18,13 @@ namespace {
 constexpr int64_t kSlab = 256;
 
 absl::StatusOr<uint64_t> RowBytesOf(GgmlType type, int64_t n, const char* what) {
-  const TypeInfo& info = GetTypeInfo(type);
+  const TypeInfo* known = FindTypeInfo(static_cast<uint32_t>(type));
+  if (known == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("bundle layout: ", what, " type id ",
+                                                   static_cast<uint32_t>(type),
+                                                   " is not a known ggml type"));
+  }
+  const TypeInfo& info = *known;
   if (n <= 0 || n % info.block_size != 0) {
     return absl::InvalidArgumentError(absl::StrCat("bundle layout: n_embd ", n, " is not whole ",
                                                    info.name, " blocks of ", info.block_size,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -230,7 +231,19 @@ absl::StatusOr<std::unique_ptr<const Sidecar>> Sidecar::Open(const std::string& 
       auto types = f.GetArray(LayerKey(l, "bundle_types"));
       if (!types.ok()) return wrap(types.status());
       auto ints = types->ToInts();
-      if (!ints.ok() || ints->size() != 3) return bad(absl::StrCat("layer ", l, ": bad bundle_types"));
+      if (!ints.ok() || ints->size() != 3) {
+        return bad(absl::StrCat(LayerKey(l, "bundle_types"),
+                                " must be 3 integers (up, gate, down ggml type ids)"));
+      }
+      // Ids from the file: each must name a known type before it is used as one.
+      for (size_t i = 0; i < 3; ++i) {
+        const int64_t id = (*ints)[i];
+        if (id < 0 || id > std::numeric_limits<uint32_t>::max() ||
+            FindTypeInfo(static_cast<uint32_t>(id)) == nullptr) {
+          return bad(absl::StrCat(LayerKey(l, "bundle_types"), "[", i, "] is ", id,
+                                  ", not a known ggml type id"));
+        }
+      }
       const GgmlType up = static_cast<GgmlType>((*ints)[0]);
       const GgmlType gate = static_cast<GgmlType>((*ints)[1]);
       const GgmlType down = static_cast<GgmlType>((*ints)[2]);

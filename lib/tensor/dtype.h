@@ -57,7 +57,12 @@ const TypeInfo* FindTypeInfo(uint32_t type_id);
 // Info for a known type (aborts on an id outside the enum: a bug).
 const TypeInfo& GetTypeInfo(GgmlType type);
 
-inline const char* TypeName(GgmlType type) { return GetTypeInfo(type).name; }
+// The name of `type`, or "(unknown type)" for an id outside the table: error messages about
+// an id read from a file are built with it, and must never abort.
+inline const char* TypeName(GgmlType type) {
+  const TypeInfo* info = FindTypeInfo(static_cast<uint32_t>(type));
+  return info != nullptr ? info->name : "(unknown type)";
+}
 
 // Bytes of `n_elements` of `type`. Fails if n is negative, not a multiple of
 // the block size, or the size overflows 64 bits.
