@@ -21,6 +21,7 @@
 
 #include "common/cli_args.h"
 #include "kairox/kairox.hpp"
+#include "chat/line_reader.h"
 
 namespace {
 
@@ -65,12 +66,16 @@ constexpr int32_t kMinAnswerRoom = 256;
 volatile int32_t g_abort = 0;
 volatile sig_atomic_t g_busy = 0;  // 1 from the start of a turn's evaluation to its end
 
+constexpr char kCtrlCHint[] = "(Ctrl-C stops an answer; /exit or Ctrl-D quits)\n";
+
+// At the prompt, Ctrl-C is a key libedit hands to the LineReader; a SIGINT comes only while
+// a turn runs, or in the moment between two lines.
 void OnSigint(int) {
   if (g_busy) {
     g_abort = 1;
   } else {
-    const char msg[] = "\n(Ctrl-C stops an answer; /exit or Ctrl-D quits)\n> ";
-    ssize_t ignored = write(STDOUT_FILENO, msg, sizeof msg - 1);
+    ssize_t ignored = write(STDOUT_FILENO, "\n", 1);
+    ignored = write(STDOUT_FILENO, kCtrlCHint, sizeof kCtrlCHint - 1);
     (void)ignored;
   }
 }
@@ -331,16 +336,21 @@ int main(int argc, char** argv) {
     std::printf("kairox-chat %s: %s (%s template, context %d). /help for commands.\n",
                 kairox::Version().c_str(), model_path.c_str(), info.chat_template_kind,
                 session.NCtx());
+    kx::chat::LineReader reader("kairox-chat");  // line editing and history (line_reader.h)
     std::string line;
     for (;;) {
-      std::fputs("> ", stdout);
-      std::fflush(stdout);
-      if (!std::getline(std::cin, line)) {
+      const kx::chat::LineReader::Result got = reader.Read("> ", &line);
+      if (got == kx::chat::LineReader::Result::kEof) {
         std::fputc('\n', stdout);
         break;
       }
+      if (got == kx::chat::LineReader::Result::kInterrupted) {  // Ctrl-C at the prompt
+        std::fputs(kCtrlCHint, stdout);
+        continue;
+      }
       line = Trim(line);
       if (line.empty()) continue;
+      reader.Remember(line);
       if (line == "/exit" || line == "/quit") break;
       if (line == "/reset") {
         chat.Reset();

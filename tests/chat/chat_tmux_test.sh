@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # kairox-chat driven through tmux like a person would: two turns with the
-# default model; Ctrl-C while a long prompt is still being read (the turn is
-# dropped, the context is as before it); Ctrl-C during an answer (the answer
-# stops, the program does not); /stats, /exit; then the screen is checked.
+# default model, the first one edited with libedit before it is sent (typed
+# with a gap, the cursor moved left, the gap filled); Ctrl-C at the prompt (the
+# typed line is dropped); Ctrl-C while a long prompt is still being read (the
+# turn is dropped, the context is as before it); /stats recalled with the Up
+# arrow; Ctrl-C during an answer (the answer stops, the program does not);
+# Ctrl-D on an empty line quits; then the screen is checked. A second session
+# finds the first one's lines in its history (Up), a third with
+# KAIROX_CHAT_HISTORY=off writes none.
 # Each Ctrl-C is sent once the screen shows the phase it targets (the prompt's
 # progress line, then the answer's first words), never after a sleep.
 # Skips (77) without tmux or the model.
@@ -16,7 +21,8 @@ command -v tmux >/dev/null || { echo "SKIPPED: tmux not installed (cmake/install
 
 sock="kx-chat-test-$$"
 tm() { tmux -L "$sock" "$@"; }
-trap 'tm kill-server 2>/dev/null || true' EXIT
+state=$(mktemp -d)  # XDG_STATE_HOME: the history goes to $state/kairox/chat_history
+trap 'tm kill-server 2>/dev/null || true; rm -rf "$state"' EXIT
 screen() { tm capture-pane -p -J -S -200 -t chat; }
 # wait_for COUNT PATTERN: until PATTERN (grep -E) matches COUNT lines of the screen.
 wait_for() {
@@ -49,10 +55,14 @@ story_started() {
     grep -q '[[:alpha:]]'
 }
 
-tm new-session -d -s chat -x 160 -y 50 \
+tm new-session -d -s chat -x 160 -y 50 -e "XDG_STATE_HOME=$state" \
   "'$chat' -m '$model' --temp 0 -t 2 -c 2048; echo KAIROX_CHAT_EXITED rc=\$?; sleep 60"
 wait_for 1 '^> $'
-tm send-keys -t chat "What is the capital of France?" Enter
+# Line editing: "France" typed into the gap before the "?" (Left moves the cursor back).
+tm send-keys -t chat -l "What is the capital of ?"
+tm send-keys -t chat Left
+tm send-keys -t chat -l "France"
+tm send-keys -t chat Enter
 wait_for 2 '^> '
 tm send-keys -t chat "What is the capital of Germany?" Enter
 wait_for 3 '^> '
@@ -60,6 +70,13 @@ tm send-keys -t chat "/stats" Enter
 wait_for 1 '^\[context [0-9]+/2048 tokens'
 wait_for 4 '^> '
 before=$(last_stats)
+
+# Ctrl-C at the prompt drops the typed line and gives a fresh prompt.
+tm send-keys -t chat -l "this line is never sent"
+wait_for 1 '^> this line is never sent'
+tm send-keys -t chat C-c
+wait_for 1 '^\(Ctrl-C stops an answer'
+wait_for 5 '^> '
 
 # Ctrl-C while a long prompt is read (~750 tokens, near the terminal's 4095-byte line limit:
 # seconds of prefill on 2 threads): the evaluation stops between two layers, the message is
@@ -70,10 +87,13 @@ tm send-keys -t chat Enter
 wait_for 1 'reading the prompt +[0-9]+%'
 tm send-keys -t chat C-c
 wait_for 1 '\[stopped while reading the prompt'
-wait_for 5 '^> '
-tm send-keys -t chat "/stats" Enter
-wait_for 2 '^\[context [0-9]+/2048 tokens'
 wait_for 6 '^> '
+# History: Up recalls the long prompt, Up again the /stats before it.
+tm send-keys -t chat Up Up
+wait_for 2 '^> /stats'
+tm send-keys -t chat Enter
+wait_for 2 '^\[context [0-9]+/2048 tokens'
+wait_for 7 '^> '
 after=$(last_stats)
 
 # Ctrl-C during an answer stops the answer, not the program.
@@ -81,16 +101,52 @@ tm send-keys -t chat "Write a very long story about a dragon and a knight." Ente
 wait_until "the story to start" story_started
 tm send-keys -t chat C-c
 wait_for 1 '\[answer stopped\]'
-wait_for 7 '^> '
+wait_for 8 '^> '
 tm send-keys -t chat "/stats" Enter
 wait_for 3 '^\[context [0-9]+/2048 tokens'
-tm send-keys -t chat "/exit" Enter
+tm send-keys -t chat C-d  # on an empty line: quits
 wait_for 1 'KAIROX_CHAT_EXITED rc=0'
 
 out=$(screen)
 echo "$out"
 fail=0
 check() { grep -qE -- "$1" <<<"$out" || { echo "FAIL: the screen lacks '$1'"; fail=1; }; }
+history=$state/kairox/chat_history
+if [[ ! -f $history || $(stat -c %a "$history") != 600 ]]; then
+  echo "FAIL: no private history file at $history"; fail=1
+fi
+
+# A second session finds the first one's lines: Up shows the last (/stats), Up again the
+# story's prompt, as entered.
+tm new-session -d -s chat2 -x 160 -y 50 -e "XDG_STATE_HOME=$state" \
+  "'$chat' -m '$model' -t 2 -c 256; echo KAIROX_CHAT_EXITED rc=\$?; sleep 60"
+screen2() { tm capture-pane -p -J -S -50 -t chat2; }
+for _ in $(seq 1 600); do screen2 | grep -qE '^> $' && break; sleep 0.1; done
+tm send-keys -t chat2 Up
+for _ in $(seq 1 100); do screen2 | grep -qE '^> /stats' && break; sleep 0.1; done
+tm send-keys -t chat2 Up
+for _ in $(seq 1 100); do
+  screen2 | grep -qE '^> Write a very long story about a dragon and a knight\.$' && break
+  sleep 0.1
+done
+screen2 | grep -qE '^> Write a very long story about a dragon and a knight\.$' ||
+  { echo "FAIL: the second session's Up Up did not recall the story's prompt:"; screen2; fail=1; }
+tm send-keys -t chat2 C-u C-d
+for _ in $(seq 1 100); do screen2 | grep -q 'KAIROX_CHAT_EXITED rc=0' && break; sleep 0.1; done
+
+# KAIROX_CHAT_HISTORY=off: nothing written.
+off=$state/off
+mkdir -p "$off"
+tm new-session -d -s chat3 -x 160 -y 50 -e "XDG_STATE_HOME=$off" -e KAIROX_CHAT_HISTORY=off \
+  "'$chat' -m '$model' -t 2 -c 256; echo KAIROX_CHAT_EXITED rc=\$?; sleep 60"
+screen3() { tm capture-pane -p -J -S -50 -t chat3; }
+for _ in $(seq 1 600); do screen3 | grep -qE '^> $' && break; sleep 0.1; done
+tm send-keys -t chat3 "/stats" Enter
+for _ in $(seq 1 100); do screen3 | grep -q '^\[context' && break; sleep 0.1; done
+tm send-keys -t chat3 C-d
+for _ in $(seq 1 100); do screen3 | grep -q 'KAIROX_CHAT_EXITED rc=0' && break; sleep 0.1; done
+screen3 | grep -q 'KAIROX_CHAT_EXITED rc=0' || { echo "FAIL: the third session:"; screen3; fail=1; }
+if [[ -e $off/kairox ]]; then echo "FAIL: KAIROX_CHAT_HISTORY=off wrote $off/kairox"; fail=1; fi
 check '^kairox-chat .*\(chatml template'
 check '^> What is the capital of France\?'
 check 'Paris'
@@ -105,7 +161,11 @@ if [[ $(num '[0-9]+ messages' "$after") != "$(num '[0-9]+ messages' "$before")" 
    (( $(num '[0-9]+/' "$after") > $(num '[0-9]+/' "$before") )); then
   echo "FAIL: after Ctrl-C while reading the prompt: '$after', before it: '$before'"; fail=1
 fi
-if grep -q 'Ctrl-C stops an answer' <<<"$out"; then
+# Once, for the Ctrl-C at the prompt; the two during turns must not print it.
+if (( $(grep -c 'Ctrl-C stops an answer' <<<"$out") != 1 )); then
   echo "FAIL: a Ctrl-C during a turn was taken as one at the prompt"; fail=1
+fi
+if grep -q 'never sent' <<<"$(grep -v '^> this line is never sent' <<<"$out")"; then
+  echo "FAIL: the line dropped with Ctrl-C reached the model"; fail=1
 fi
 exit $fail
