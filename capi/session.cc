@@ -108,7 +108,8 @@ kx_status SessionEval(kx_session* s, const int32_t* tokens, size_t n, bool all_l
     s->n_logits = 0;
     s->n_evaluated = 0;
     s->engine->TruncateKv(static_cast<int>(s->tokens.size()));
-    return FromAbsl(st, "eval");
+    // DataLoss: a file the session reads (the sidecar) changed or failed under it.
+    return FromAbsl(st, "eval", absl::IsDataLoss(st) ? KX_STATUS_IO_ERROR : KX_STATUS_INTERNAL);
   }
   s->tokens.insert(s->tokens.end(), tokens, tokens + n);
   if (n > 0) {

@@ -257,7 +257,11 @@ typedef struct kx_session_params {
   int32_t sparse;      /* KX_SPARSE_AUTO (0, default): use the sidecar; KX_SPARSE_OFF: dense */
   float sparsity;      /* 0: the sidecar's own sparsity; else one of its calibrated levels */
   /* Memory tiers. With a sidecar and a RAM budget, FFN bundles are read from the sidecar
-   * file into the session's own slots (docs/tiers.md). */
+   * file into the session's own slots and its predictors are copied at creation: a sidecar
+   * truncated or rewritten during the session then fails evaluations with IO_ERROR (sticky).
+   * Without a budget the sidecar is memory-mapped, like the model file: truncating a mapped
+   * file while a session reads it raises SIGBUS, which ends the process (docs/tiers.md;
+   * replace files by rename). */
   const char* ram_budget; /* NULL or "": the model options' KX_TIER_RAM budget (0: none);
                            * else "512M", "2G" (the whole session) or "50%" (resident bundles
                            * as a share of the sidecar's). Copied. */

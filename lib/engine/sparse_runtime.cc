@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -30,7 +31,10 @@ SparseRuntime::~SparseRuntime() {
 }
 
 uint64_t SparseRuntime::OwnedBytes() const {
-  return sidecar_->PredictorBytes() + masks_.size() * sizeof(uint32_t) +
+  // PredictorBytes: the predictors are owned copies under a tier; mapped otherwise (counted
+  // all the same: they are resident whenever the session decodes).
+  return sidecar_->PredictorBytes() + owned_perm_.size() * sizeof(int32_t) +
+         masks_.size() * sizeof(uint32_t) +
          (hidden_.size() + logits_.size()) * sizeof(float) +
          (groups_.size() + group_masks_.size() + kept_.size()) * sizeof(uint32_t) +
          bundles_.size() * static_cast<uint64_t>(n_groups_) * sizeof(void*) +
@@ -85,6 +89,7 @@ absl::StatusOr<std::unique_ptr<SparseRuntime>> SparseRuntime::Create(
       r->bundles_[l][g] = L.bundles + L.layout.bundle_stride * static_cast<uint64_t>(g);
     }
   }
+  r->CopyPerTokenReads(*sidecar, /*owned=*/config.tiered);
   r->mask_slot_ = static_cast<size_t>(max_batch) * r->n_groups_;
   r->masks_.assign(2 * r->mask_slot_, 0);
   r->hidden_.resize(std::max(max_rank, 1));
@@ -153,6 +158,54 @@ absl::Status SparseRuntime::CloseTrace() {
   return st;
 }
 
+void SparseRuntime::CopyPerTokenReads(const sparse::Sidecar& sidecar, bool owned) {
+  const int n_layer = sidecar.n_layer();
+  predictors_.resize(n_layer);
+  perm_.resize(n_layer);
+  size_t n_half = 0, n_float = 0;
+  for (int l = 0; l < n_layer; ++l) {
+    const sparse::Sidecar::Layer& L = sidecar.layer(l);
+    predictors_[l] = L.predictor;
+    perm_[l] = L.perm;
+    if (L.has_predictor) {
+      const sparse::PredictorView& p = L.predictor;
+      n_half += static_cast<size_t>(p.rank) * (p.n_in + p.n_out);
+      n_float += static_cast<size_t>(p.rank) + p.n_out;
+    }
+  }
+  if (!owned) return;
+  // Sized once, so the views below stay valid.
+  owned_half_.resize(n_half);
+  owned_float_.resize(n_float);
+  owned_perm_.resize(static_cast<size_t>(n_layer) * n_ff_);
+  uint16_t* half = owned_half_.data();
+  float* fl = owned_float_.data();
+  auto take = [](auto*& dst, const auto* src, size_t n) {
+    std::copy_n(src, n, dst);
+    const auto* view = dst;
+    dst += n;
+    return view;
+  };
+  for (int l = 0; l < n_layer; ++l) {
+    const sparse::Sidecar::Layer& L = sidecar.layer(l);
+    int32_t* perm = owned_perm_.data() + static_cast<size_t>(l) * n_ff_;
+    std::copy_n(L.perm, n_ff_, perm);
+    perm_[l] = perm;
+    if (!L.has_predictor) continue;
+    const sparse::PredictorView& src = L.predictor;
+    sparse::PredictorView& p = predictors_[l];
+    const size_t r = static_cast<size_t>(src.rank);
+    p.w1 = take(half, src.w1, r * src.n_in);
+    p.b1 = take(fl, src.b1, r);
+    if (src.w2t != nullptr) {
+      p.w2t = take(half, src.w2t, r * src.n_out);
+    } else {
+      p.w2 = take(half, src.w2, r * src.n_out);
+    }
+    p.b2 = take(fl, src.b2, static_cast<size_t>(src.n_out));
+  }
+}
+
 void SparseRuntime::Predict(int layer, int n, const float* x) {
   const sparse::Sidecar::Layer& L = sidecar_->layer(layer);
   for (int b = 0; b < n; ++b) {
@@ -162,7 +215,7 @@ void SparseRuntime::Predict(int layer, int n, const float* x) {
       for (int g = 0; g < n_groups_; ++g) masks[g] = all;
       continue;
     }
-    sparse::RunPredictor(L.predictor, *kernels_, x + static_cast<size_t>(b) * n_embd_,
+    sparse::RunPredictor(predictors_[layer], *kernels_, x + static_cast<size_t>(b) * n_embd_,
                          hidden_.data(), logits_.data());
     const float thr = logit_threshold_[layer];
     for (int g = 0; g < n_groups_; ++g) {
@@ -195,7 +248,7 @@ void SparseRuntime::OnFfnInput(int layer, int n, const float* x) {
 }
 
 void SparseRuntime::OnActivations(int layer, int n, float* act) {
-  const sparse::Sidecar::Layer& L = sidecar_->layer(layer);
+  const int32_t* perm = perm_[layer];
   const float t = thresholds_[layer];
   for (int b = 0; b < n; ++b) {
     const uint32_t* masks = Masks(layer, b);
@@ -206,7 +259,7 @@ void SparseRuntime::OnActivations(int layer, int n, float* act) {
     }
     int64_t predicted = 0, kept = 0, actual = 0, missed = 0;
     for (int i = 0; i < n_ff_; ++i) {
-      const int neuron = L.perm[i];
+      const int neuron = perm[i];
       const bool pred = (masks[i / gs_] >> (i % gs_)) & 1u;
       const bool above = std::fabs(a[neuron]) > t;
       predicted += pred;

@@ -111,6 +111,8 @@ class SparseRuntime final : public FfnHook {
  private:
   SparseRuntime() = default;
   void Predict(int layer, int n, const float* x);
+  // Fills predictors_ and perm_: views into the mapped sidecar, or (owned) copies.
+  void CopyPerTokenReads(const sparse::Sidecar& sidecar, bool owned);
   // One trace record of a tiered decode step: the predicted set and the tier's statistics.
   void TraceTierStep(int layer, const uint32_t* masks);
   uint32_t* Masks(int layer, int b) {
@@ -131,6 +133,15 @@ class SparseRuntime final : public FfnHook {
   std::vector<uint32_t> masks_;
   size_t mask_slot_ = 0;
   std::vector<float> hidden_, logits_;  // predictor scratch
+  // Per layer, what each token reads of the sidecar besides its bundles: the predictor and
+  // the permutation. Without a tier they point into the mapped file; under a tier into the
+  // owned copies below (read once at load, counted in the budget), so that a sidecar
+  // truncated during the session gives the tier's sticky read error, never SIGBUS.
+  std::vector<sparse::PredictorView> predictors_;
+  std::vector<const int32_t*> perm_;
+  std::vector<uint16_t> owned_half_;  // w1 and w2t of every layer
+  std::vector<float> owned_float_;    // b1 and b2 of every layer
+  std::vector<int32_t> owned_perm_;
   // Per layer, the bundle of each group (pointers into the sidecar).
   std::vector<std::vector<const uint8_t*>> bundles_;
   std::unique_ptr<sparse::SparseFfn> ffn_;

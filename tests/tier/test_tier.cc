@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "engine/tiny_model.h"
 #include "prepare/prepare.h"
 #include "sparse/trace.h"
+#include "kairox/kairox.h"
 #include "test_util.h"
 
 namespace {
@@ -362,4 +364,60 @@ TEST_CASE("under a RAM tier an abort check stops between tokens and leaves the t
   tier->residency().CheckInvariants();
   // The reads and pins of the stopped tokens are settled: what follows is exact.
   CHECK(MaxAbsDiff(Run(**e, seq), Reference()) == 0.0);
+}
+
+TEST_CASE("under a RAM tier a sidecar truncated during the session is a sticky error, not SIGBUS") {
+  // Everything a token reads of the sidecar under a tier is owned memory (predictors and
+  // permutation copied at load, bundles read into slots), so truncating the file fails the
+  // reads instead of touching a vanished mapped page. A copy: the other cases keep theirs.
+  const std::string copy = TempDir() + "/truncated.kairox.gguf";
+  std::filesystem::copy_file(Tiny().sidecar, copy,
+                             std::filesystem::copy_options::overwrite_existing);
+  kx::EngineOptions o;
+  o.ram_budget = "10%";
+  o.sidecar = copy;
+  auto e = Load(o);
+  INFO(e.status().message());
+  REQUIRE(e.ok());
+  REQUIRE((*e)->sparse()->tier() != nullptr);
+  const std::vector<int32_t>& seq = Sequence();
+  REQUIRE((*e)->Eval({seq.data(), 4}).ok());
+  REQUIRE(::truncate(copy.c_str(), 4096) == 0);
+  // The next token that reads a bundle (or the first check of the file after it) fails.
+  absl::Status st;
+  size_t i = 4;
+  for (; i < 12 && st.ok(); ++i) st = (*e)->Eval({seq.data() + i, 1});
+  INFO(st.message());
+  CHECK(absl::IsDataLoss(st));
+  CHECK((*e)->n_past() == static_cast<int>(i) - 1);  // the failed token was rolled back
+  // Sticky: nothing after it is computed from other bytes.
+  CHECK_FALSE((*e)->Eval({seq.data() + i, 1}).ok());
+  std::filesystem::remove(copy);
+}
+
+TEST_CASE("through the C ABI a sidecar truncated under a RAM tier is KX_STATUS_IO_ERROR") {
+  const std::string copy = TempDir() + "/truncated-capi.kairox.gguf";
+  std::filesystem::copy_file(Tiny().sidecar, copy,
+                             std::filesystem::copy_options::overwrite_existing);
+  kx_model* model = nullptr;
+  REQUIRE(kx_model_load(Tiny().model.c_str(), nullptr, &model) == KX_STATUS_OK);
+  kx_session_params p;
+  REQUIRE(kx_session_params_init(&p, sizeof p) == KX_STATUS_OK);
+  p.n_ctx = 64;
+  p.n_threads = 2;
+  p.sidecar = copy.c_str();
+  p.ram_budget = "10%";
+  kx_session* s = nullptr;
+  INFO(kx_last_error());
+  REQUIRE(kx_session_create(model, &p, &s) == KX_STATUS_OK);
+  const std::vector<int32_t>& seq = Sequence();
+  REQUIRE(kx_session_eval(s, seq.data(), 4, 0) == KX_STATUS_OK);
+  REQUIRE(::truncate(copy.c_str(), 4096) == 0);
+  kx_status st = KX_STATUS_OK;
+  for (size_t i = 4; i < 12 && st == KX_STATUS_OK; ++i) st = kx_session_eval(s, &seq[i], 1, 0);
+  CHECK(st == KX_STATUS_IO_ERROR);
+  CHECK_THAT(std::string(kx_last_error()), Catch::Contains(copy));
+  kx_session_free(s);
+  kx_model_free(model);
+  std::filesystem::remove(copy);
 }
