@@ -1,19 +1,25 @@
 // kairox-cli: generate text from a prompt, or describe a GGUF file.
 // Only the generated text goes to stdout; logs and statistics go to stderr.
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "base/log.h"
 #include "base/timer.h"
-#include "common/cli_args.h"
-#include "common/sparse_args.h"
+#include "common/cli_app.h"
 #include "common/progress.h"
+#include "common/sparse_args.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
+#include "engine/sparse_runtime.h"
 #include "engine/stop_strings.h"
 #include "kairox/version.h"
 #include "model/chat_template.h"
@@ -25,117 +31,199 @@
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: kairox-cli [options]
+constexpr const char* kDescription =
+    "kairox-cli: continue a prompt with a model (only the generated text goes to stdout; logs "
+    "and statistics go to stderr), or describe a GGUF file (--info).\n"
+    "For a conversation, use kairox-chat.";
 
-  -m, --model PATH        GGUF model (default: $KAIROX_MODEL or the fetched default model)
-  -p, --prompt TEXT       prompt to continue
-  -f, --file PATH         read the prompt from a file
-      --chat              wrap the prompt as one user turn of the model's chat template
-  -n, --n-predict N       tokens to generate (default 128; -1 = until end of generation)
-  -t, --threads N         threads (default: all available cores)
-  -c, --ctx-size N        context size (default: min(trained, 4096))
-      --kv-type T         KV cache element type: f16 (default) or q8_0
-  -s, --seed N            sampling seed (default 42)
-      --temp T            temperature (default 0.8; 0 = greedy)
-      --top-k N           top-k (default 40; 0 = off)
-      --top-p P           top-p (default 0.95; 1 = off)
-      --min-p P           min-p (default 0.05; 0 = off)
-      --repeat-penalty R  repetition penalty (default 1.0 = off)
-      --repeat-last-n N   tokens the penalty looks back over (default 64)
-      --logit-bias LIST   add to token logits: comma-separated ID+BIAS / ID-BIAS entries,
-                          e.g. 15043+1.5,2-inf (-inf bans the token)
-      --stop STR          stop when the output contains STR (STR itself is not printed)
-      --no-mmap           read the model into memory instead of mapping it
-      --mlock             lock the model in RAM (a warning if RLIMIT_MEMLOCK is too small)
-      --info              print the model's metadata and tensor table, then exit
-      --all-tensors       with --info: list every tensor
-      --verbose           log more on stderr
-  -h, --help              this help
-      --version           print the version
-)";
+constexpr int64_t kInt32Max = INT32_MAX;
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "kairox-cli: error: %s\n", msg.c_str());
   return 1;
 }
 
+// The prompt with C-style escapes turned into their characters (-e): \n \t \r \\ \" \' and \0;
+// any other backslash is kept as typed.
+std::string Unescape(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\\' || i + 1 == text.size()) {
+      out += text[i];
+      continue;
+    }
+    switch (text[i + 1]) {
+      case 'n':
+        out += '\n';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case '0':
+        out += '\0';
+        break;
+      case '\\':
+        out += '\\';
+        break;
+      case '"':
+        out += '"';
+        break;
+      case '\'':
+        out += '\'';
+        break;
+      default:
+        out += text.substr(i, 2);
+        break;
+    }
+    ++i;
+  }
+  return out;
+}
+
+// The prompt file's contents, or an error that says why it cannot be read.
+absl::StatusOr<std::string> ReadPromptFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return absl::InvalidArgumentError("-f: '" + path + "' is a directory, not a prompt file");
+  }
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError("-f: cannot read prompt file '" + path +
+                               "': " + std::strerror(errno != 0 ? errno : ENOENT));
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return absl::DataLossError("-f: error reading prompt file '" + path + "'");
+  return ss.str();
+}
+
+// A seed a user can pass back with -s to reproduce the run.
+uint64_t RandomSeed() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32 | rd()) & static_cast<uint64_t>(INT64_MAX);
+}
+
+// "dense" or "sparse (sidecar PATH, sparsity S[, oracle][, RAM tier])", for the stats line.
+std::string DescribeFfn(const kx::Engine& engine) {
+  const kx::SparseRuntime* sp = engine.sparse();
+  if (sp == nullptr) return "dense";
+  char level[32];
+  std::snprintf(level, sizeof level, "%.2f", sp->sparsity());
+  std::string s = "sparse (sidecar " + sp->sidecar().path() + ", sparsity " + level;
+  if (sp->tier() != nullptr) s += ", RAM tier";
+  return s + ")";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  kx::cli::Args args(
-      argc, argv,
-      kx::cli::WithSparse({"-m", "--model", "-p", "--prompt", "-f", "--file", "-n",
-                           "--n-predict", "-t", "--threads", "-c", "--ctx-size", "-s", "--seed",
-                           "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
-                           "--repeat-last-n", "--logit-bias", "--stop", "--kv-type"},
-                          false),
-      kx::cli::WithSparse({"--chat", "--info", "--all-tensors", "--verbose", "-h", "--help",
-                           "--version", "--no-mmap", "--mlock"},
-                          true));
-  if (!args.ok()) return Fail(args.error());
-  if (args.Has("-h", "--help")) {
-    std::fputs(kUsage, stdout);
-    std::fputs(kx::cli::kSparseUsage, stdout);
-    return 0;
-  }
-  if (args.Has("--version")) {
+  CLI::App app(kDescription, "kairox-cli");
+  kx::cli::SetUp(app);
+  std::string model_path = kx::cli::DefaultModelPath();
+  std::string prompt, prompt_file, kv_type = "f16", logit_bias, stop;
+  bool escape = false, chat = false, info = false, all_tensors = false, verbose = false;
+  bool version = false, no_mmap = false, mlock = false, wants_chat = false;
+  int64_t n_predict = 128, seed = -1;
+  kx::EngineOptions opts;
+  kx::SamplerParams sp;  // the library's defaults (kx::SamplerParams), shown by --help
+
+  app.add_option("-m,--model", model_path,
+                 "GGUF model (default: $KAIROX_MODEL, else the "
+                 "fetched default model)")
+      ->type_name("PATH");
+  app.add_option("-p,--prompt", prompt, "prompt to continue");
+  app.add_option("-f,--file", prompt_file, "read the prompt from a file")->type_name("PATH");
+  app.add_flag("-e,--escape", escape,
+               "process escapes in the prompt: \\n \\t \\r \\0 \\\\ \\\" \\'");
+  app.add_flag("--chat", chat, "wrap the prompt as one user turn of the model's chat template");
+  kx::cli::AddInt(app, "-n,--n-predict", &n_predict, -1, kx::cli::kMaxCount,
+                  "tokens to generate (-1: until the end of generation or a full context)");
+  kx::cli::AddInt(app, "-t,--threads", &opts.n_threads, 0, kx::cli::kMaxThreads,
+                  "threads (0: all available cores)");
+  kx::cli::AddInt(app, "-c,--ctx-size", &opts.n_ctx, 0, kx::cli::kMaxContext,
+                  "context size (0: min(trained, 4096))");
+  app.add_option("--kv-type", kv_type, "KV cache element type")
+      ->check(kx::cli::OneOf({"f16", "q8_0"}))
+      ->type_name("f16|q8_0");
+  const std::string sampling = "sampling (the library's defaults, as in kairox-chat and the C ABI)";
+  kx::cli::AddInt(app, "-s,--seed", &seed, -1, INT64_MAX,
+                  "sampling seed (-1: a random one, printed with the statistics)")
+      ->group(sampling);
+  kx::cli::AddNumber(app, "--temp", &sp.temperature, "temperature (0: greedy)")->group(sampling);
+  kx::cli::AddInt(app, "--top-k", &sp.top_k, -1, kInt32Max, "top-k (0: off)")->group(sampling);
+  kx::cli::AddNumber(app, "--top-p", &sp.top_p, "top-p (1: off)")->group(sampling);
+  kx::cli::AddNumber(app, "--min-p", &sp.min_p, "min-p (0: off)")->group(sampling);
+  kx::cli::AddNumber(app, "--repeat-penalty", &sp.repeat_penalty, "repetition penalty (1: off)")
+      ->group(sampling);
+  kx::cli::AddInt(app, "--repeat-last-n", &sp.repeat_last_n, -1, kInt32Max,
+                  "tokens the penalty looks back over (-1: all)")
+      ->group(sampling);
+  app.add_option("--logit-bias", logit_bias,
+                 "add to token logits: comma-separated ID+BIAS / ID-BIAS entries, e.g. "
+                 "15043+1.5,2-inf (-inf bans the token)")
+      ->type_name("LIST")
+      ->group(sampling);
+  app.add_option("--stop", stop, "stop when the output contains STR (STR itself is not printed)")
+      ->type_name("STR");
+  app.add_flag("--no-mmap", no_mmap, "read the model into memory instead of mapping it");
+  app.add_flag("--mlock", mlock,
+               "lock the model in RAM (a warning if RLIMIT_MEMLOCK is too small)");
+  app.add_flag("--info", info, "print the model's metadata and tensor table, then exit");
+  app.add_flag("--all-tensors", all_tensors, "with --info: list every tensor");
+  app.add_flag("--verbose", verbose, "log more on stderr");
+  app.add_flag("--version", version, "print the version and exit");
+  // llama-cli's chat flags (-cnv and -if are rewritten to their long spelling): refused with a
+  // pointer rather than taken as something else.
+  app.add_flag("-i,--interactive,--conversation,--interactive-first", wants_chat,
+               "(also -cnv, -if) not supported: kairox-cli does not chat, use kairox-chat")
+      ->group("refused");
+  kx::cli::AddSparseOptions(app, &opts);
+  if (const int rc = kx::cli::Parse(app, argc, argv); rc != kx::cli::kContinue) return rc;
+
+  if (version) {
     std::printf("kairox-cli %s\n", KAIROX_VERSION_STRING);
     return 0;
   }
-  if (args.Has("--verbose")) kx::SetLogLevel(spdlog::level::info);
-  const std::string model_path = args.Str("-m", "--model", kx::cli::DefaultModelPath());
+  if (wants_chat) {
+    return Fail(
+        "kairox-cli does not chat (-i, -cnv, --interactive, --conversation, -if): use "
+        "kairox-chat");
+  }
+  if (verbose) kx::SetLogLevel(spdlog::level::info);
 
-  if (args.Has("--info")) {
+  if (info) {
     auto file = kx::GgufFile::Open(model_path);
     if (!file.ok()) return Fail(std::string(file.status().message()));
-    std::fputs(kx::DescribeGguf(*file, args.Has("--all-tensors")).c_str(), stdout);
+    std::fputs(kx::DescribeGguf(*file, all_tensors).c_str(), stdout);
     return 0;
   }
 
-  std::string prompt = args.Str("-p", "--prompt", "");
-  if (args.Has("-f", "--file")) {
-    std::ifstream in(args.Str("-f", "--file", ""), std::ios::binary);
-    if (!in) return Fail("cannot read prompt file '" + args.Str("-f", "--file", "") + "'");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    prompt = ss.str();
+  if (app.count("--file") > 0) {
+    absl::StatusOr<std::string> text = ReadPromptFile(prompt_file);
+    if (!text.ok()) return Fail(std::string(text.status().message()));
+    prompt = *std::move(text);
   }
-  kx::EngineOptions opts;
-  kx::cli::ApplySparseArgs(args, &opts);
-  if (!args.ok()) return Fail(args.error());
-  opts.n_threads = static_cast<int>(args.Int("-t", "--threads", 0, 0));
-  opts.n_ctx = static_cast<int>(args.Int("-c", "--ctx-size", 0, 0));
-  const std::string kv_type = args.Str("--kv-type", "", "f16");
-  if (kv_type == "q8_0") {
-    opts.kv_type = kx::EngineOptions::KvType::kQ8_0;
-  } else if (kv_type != "f16") {
-    return Fail("--kv-type expects f16 or q8_0, got '" + kv_type + "'");
-  }
-  kx::SamplerParams sp;
-  sp.seed = static_cast<uint64_t>(args.Int("-s", "--seed", 42, 0, LLONG_MAX));
-  sp.temperature = static_cast<float>(args.Float("--temp", "", sp.temperature));
-  sp.top_k = static_cast<int>(args.Int("--top-k", "", sp.top_k));
-  sp.top_p = static_cast<float>(args.Float("--top-p", "", sp.top_p));
-  sp.min_p = static_cast<float>(args.Float("--min-p", "", sp.min_p));
-  sp.repeat_penalty = static_cast<float>(args.Float("--repeat-penalty", "", sp.repeat_penalty));
-  sp.repeat_last_n = static_cast<int>(args.Int("--repeat-last-n", "", sp.repeat_last_n));
-  if (args.Has("--logit-bias")) {
-    auto bias = kx::ParseLogitBias(args.Str("--logit-bias", "", ""));
+  if (escape) prompt = Unescape(prompt);
+  if (kv_type == "q8_0") opts.kv_type = kx::EngineOptions::KvType::kQ8_0;
+  sp.seed = seed < 0 ? RandomSeed() : static_cast<uint64_t>(seed);
+  if (!logit_bias.empty() || app.count("--logit-bias") > 0) {
+    auto bias = kx::ParseLogitBias(logit_bias);
     if (!bias.ok()) return Fail("--logit-bias: " + std::string(bias.status().message()));
     sp.logit_bias = *std::move(bias);
   }
-  const std::string stop = args.Str("--stop", "", "");
   kx::ModelOptions model_opts;
-  model_opts.use_mmap = !args.Has("--no-mmap");
-  model_opts.mlock = args.Has("--mlock");
-  const long long n_predict = args.Int("-n", "--n-predict", 128, -1);
-  if (!args.ok()) return Fail(args.error());
+  model_opts.use_mmap = !no_mmap;
+  model_opts.mlock = mlock;
   if (absl::Status st = kx::ValidateSamplerParams(sp); !st.ok()) {
     return Fail("sampling: " + std::string(st.message()));
   }
   if (prompt.empty()) return Fail("no prompt: give -p TEXT or -f FILE (see --help)");
-  if (opts.n_threads < 0) return Fail("--threads must be >= 0");
-  if (args.Has("--stop") && stop.empty()) return Fail("--stop needs a non-empty string");
+  if (app.count("--stop") > 0 && stop.empty()) return Fail("--stop needs a non-empty string");
 
   auto model_or = kx::Model::Load(model_path, model_opts);
   if (!model_or.ok()) return Fail(std::string(model_or.status().message()));
@@ -151,7 +239,7 @@ int main(int argc, char** argv) {
   kx::Engine& engine = **engine_or;
   const kx::Tokenizer& tok = engine.tokenizer();
 
-  if (args.Has("--chat")) {
+  if (chat) {
     auto tmpl = engine.gguf().GetString("tokenizer.chat_template");
     const std::string source = tmpl.ok() ? std::string(*tmpl) : std::string();
     std::vector<kx::ChatMessage> messages = {{"user", prompt}};
@@ -198,15 +286,22 @@ int main(int argc, char** argv) {
   kx::Stopwatch tg_clock;
   double sample_s = 0.0;
   const long long limit = n_predict < 0 ? engine.n_ctx() : n_predict;
+  bool ended = false;  // by the end of generation or the stop string
   while (generated < limit && engine.n_past() < engine.n_ctx()) {
     kx::Stopwatch sample_clock;
     const int32_t next = sampler.Sample(engine.Logits(), history);
     sample_s += sample_clock.ElapsedSeconds();
-    if (tok.IsEndOfGeneration(next)) break;
+    if (tok.IsEndOfGeneration(next)) {
+      ended = true;
+      break;
+    }
     history.push_back(next);
     ++generated;
     print(stops.Push(utf8.Push(tok.TokenToPiece(next, /*render_special=*/false))));
-    if (stops.stopped()) break;
+    if (stops.stopped()) {
+      ended = true;
+      break;
+    }
     if (generated == limit || engine.n_past() >= engine.n_ctx()) break;
     if (auto st = engine.Eval({&next, 1}); !st.ok()) return Fail(std::string(st.message()));
   }
@@ -214,12 +309,22 @@ int main(int argc, char** argv) {
   print(stops.Push(utf8.Flush()));
   print(stops.Flush());
   std::fputc('\n', stdout);
+  std::fflush(stdout);
   const double tg_s = tg_clock.ElapsedSeconds();
+  // The context filled before -n tokens (or the end of generation): say so, the output is cut.
+  if (!ended && generated < limit) {
+    std::fprintf(stderr,
+                 "kairox-cli: the context is full (%d tokens, -c): generation stopped after %lld "
+                 "of %s tokens\n",
+                 engine.n_ctx(), generated,
+                 n_predict < 0 ? "unlimited" : std::to_string(n_predict).c_str());
+  }
   std::fprintf(stderr,
                "\nkairox-cli: prompt %zu tokens in %.3f s (%.1f t/s); generated %lld tokens in "
-               "%.3f s (%.1f t/s, sampling %.1f%%); %d threads\n",
+               "%.3f s (%.1f t/s, sampling %.1f%%); %d threads; seed %llu; %s\n",
                ids.size(), pp_s, ids.size() / pp_s, generated, tg_s,
                generated > 0 ? generated / tg_s : 0.0, tg_s > 0 ? 100.0 * sample_s / tg_s : 0.0,
-               engine.n_threads());
+               engine.n_threads(), static_cast<unsigned long long>(sp.seed),
+               DescribeFfn(engine).c_str());
   return 0;
 }

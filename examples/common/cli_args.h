@@ -16,6 +16,8 @@
 #include <set>
 #include <string>
 
+#include "common/model_path.h"
+
 namespace kx::cli {
 
 class Args {
@@ -120,19 +122,5 @@ class Args {
   std::map<std::string, std::string> values_;
   std::string error_;
 };
-
-// The default model path: $KAIROX_MODEL, else the cache cmake/fetch_model.sh fills.
-inline std::string DefaultModelPath() {
-  if (const char* m = std::getenv("KAIROX_MODEL"); m && *m) return m;
-  std::string dir;
-  if (const char* d = std::getenv("KAIROX_MODEL_DIR"); d && *d) {
-    dir = d;
-  } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
-    dir = std::string(x) + "/kairox/models";
-  } else if (const char* h = std::getenv("HOME"); h && *h) {
-    dir = std::string(h) + "/.cache/kairox/models";
-  }
-  return dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
 
 }  // namespace kx::cli

@@ -1,4 +1,8 @@
-// The activation-sparsity flags every program takes, in one place:
+// The activation-sparsity, memory-tier and device flags every program takes, in one place.
+// AddSparseOptions declares them on a CLI::App (common/cli_app.h), bound to the fields of the same
+// names in kx::EngineOptions (kairox-cli, -perplexity) or kairox::SessionParams (kairox-chat, over
+// the C ABI, which has the first set of flags below but not --oracle .. --tier-miss and
+// --device-profile):
 //   --sidecar PATH   the sidecar (default: <model>.kairox.gguf beside the model, if present)
 //   --no-sparse      run dense even when a sidecar exists
 //   --sparsity S     one of the sidecar's calibrated levels (default: its own)
@@ -9,32 +13,130 @@
 //   --policy NAME    which groups stay resident under the budget
 //   --no-prefetch    a layer's bundle reads start when it runs, not one layer ahead
 //   --tier-log PATH  CSV per token of the tier's λ, hits, reads and stalls
+//   --tier-miss read|skip  a predicted group that is not resident: read it, or skip it
 // and the device flags (docs/device.md):
 //   --device cpu|cuda|sim|auto   where the non-FFN part of the layers runs (default auto)
 //   --vram-budget SIZE|PCT       the device memory kairox may use (default: all of it)
-//   -ngl N, --n-gpu-layers N     at most N layers on the device (llama.cpp's meaning)
+//   -ngl N, --gpu-layers N, --n-gpu-layers N   at most N layers on the device (llama.cpp's meaning)
 //   --device-profile NAME        the sim device's hardware profile
-// Header-only, for the programs.
+// WithSparse/ApplySparseArgs below are the same flags for the older kx::cli::Args parser, kept
+// while kairox-bench still uses it. Header-only, for the programs.
 #pragma once
 
 #include <set>
 #include <string>
 
+#include "common/cli_app.h"
 #include "common/cli_args.h"
-#include "engine/engine.h"
 
 namespace kx::cli {
 
+// Declares the sparsity, memory-tier and device flags on `app`, bound to *o (whose current
+// values are the defaults --help shows). The flags for fields `Options` lacks are not declared.
+template <typename Options>
+void AddSparseOptions(CLI::App& app, Options* o) {
+  const std::string sparsity = "activation sparsity (a sidecar from kairox-prepare)";
+  app.add_option("--sidecar", o->sidecar,
+                 "sidecar (default: <model>.kairox.gguf beside the model, if present)")
+      ->type_name("PATH")
+      ->group(sparsity);
+  app.add_flag_callback(
+         "--no-sparse", [o] { o->sparse = false; }, "run dense even when a sidecar exists")
+      ->group(sparsity);
+  app.add_option("--sparsity", o->sparsity,
+                 "one of the sidecar's calibrated levels, in [0, 1) (default: its own)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            char* end = nullptr;
+            const double v = std::strtod(text.c_str(), &end);
+            if (end == text.c_str() || *end != '\0' || !(v >= 0.0 && v < 1.0)) {
+              return "expects a number in [0, 1), got '" + text + "'";
+            }
+            return {};
+          },
+          ""))
+      ->type_name("S")
+      ->default_str("the sidecar's")
+      ->group(sparsity);
+  constexpr bool kEngine = requires { o->use_predictor; };  // the engine's own options
+  if constexpr (kEngine) {
+    app.add_flag_callback(
+           "--oracle", [o] { o->use_predictor = false; },
+           "threshold only, no predictor (computes every neuron)")
+        ->group(sparsity);
+    app.add_flag("--masked-dense", o->masked_dense,
+                 "dense kernels with masks (reference for the sparse kernels)")
+        ->group(sparsity);
+    app.add_option("--trace", o->trace_path,
+                   "record predicted and actual active neurons per token and layer")
+        ->type_name("PATH")
+        ->group(sparsity);
+  }
+
+  const std::string tiers = "memory tiers (docs/tiers.md)";
+  app.add_option("--ram-budget", o->ram_budget,
+                 "hard limit on the RAM the session owns (512M, 2G), or resident bundles as a "
+                 "share of the sidecar's (50%); bundles are read from the sidecar with O_DIRECT "
+                 "into the engine's own slots (default: no limit)")
+      ->type_name("SIZE|PCT")
+      ->group(tiers);
+  app.add_option("--policy", o->policy,
+                 "resident groups under a budget: static, lru, lfu, tam, tam-t, tam-adaptive, "
+                 "tam-t-adaptive")
+      ->type_name("NAME")
+      ->group(tiers);
+  app.add_flag_callback(
+         "--no-prefetch", [o] { o->prefetch = false; },
+         "read a layer's bundles when it runs, not one layer ahead")
+      ->group(tiers);
+  if constexpr (kEngine) {
+    app.add_option("--tier-log", o->tier_log,
+                   "CSV per layer step: lambda, resident, hits, reads, bytes, stalls")
+        ->type_name("PATH")
+        ->group(tiers);
+    app.add_option_function<std::string>(
+           "--tier-miss", [o](const std::string& v) { o->tier_skip_misses = v == "skip"; },
+           "a predicted group not resident: read it (exact) or compute without it")
+        ->check(OneOf({"read", "skip"}))
+        ->type_name("read|skip")
+        ->default_str("read")
+        ->group(tiers);
+  }
+
+  const std::string device = "device (docs/device.md; the FFN stays on the CPU)";
+  app.add_option("--device", o->device,
+                 "cpu, cuda, sim (a simulated GPU, for testing) or auto (cuda when a usable GPU "
+                 "is found, else cpu)")
+      ->check(OneOf({"auto", "cpu", "cuda", "sim"}))
+      ->type_name("auto|cpu|cuda|sim")
+      ->group(device);
+  app.add_option("--vram-budget", o->vram_budget,
+                 "device memory to use (4G, 50%; default: all of it)")
+      ->type_name("SIZE|PCT")
+      ->group(device);
+  // -ngl is rewritten to --n-gpu-layers by NormalizeArgs (CLI11 takes one letter after a dash).
+  AddInt(app, "--n-gpu-layers,--gpu-layers", &o->n_gpu_layers, -1, kMaxCount,
+         "(also -ngl) at most N layers' attention on the device (-1: all that fit)")
+      ->group(device);
+  if constexpr (kEngine) {
+    app.add_option("--device-profile", o->device_profile,
+                   "the sim device's profile (rtx4090-pcie4, h100-pcie5, ...)")
+        ->type_name("NAME")
+        ->group(device);
+  }
+}
+
+// The older parser's spelling of the same flags (kairox-bench).
 inline const std::set<std::string>& SparseValueFlags() {
-  static const std::set<std::string> kFlags = {"--sidecar", "--sparsity", "--trace",
-                                                 "--ram-budget", "--policy", "--tier-log",
-                                                 "--tier-miss", "--device", "--vram-budget",
-                                                 "-ngl", "--n-gpu-layers", "--device-profile"};
+  static const std::set<std::string> kFlags = {
+      "--sidecar",     "--sparsity", "--trace",        "--ram-budget",
+      "--policy",      "--tier-log", "--tier-miss",    "--device",
+      "--vram-budget", "-ngl",       "--n-gpu-layers", "--device-profile"};
   return kFlags;
 }
 inline const std::set<std::string>& SparseSwitches() {
   static const std::set<std::string> kFlags = {"--no-sparse", "--oracle", "--masked-dense",
-                                                 "--no-prefetch"};
+                                               "--no-prefetch"};
   return kFlags;
 }
 inline std::set<std::string> WithSparse(std::set<std::string> flags, bool switches) {
@@ -67,7 +169,8 @@ inline constexpr char kSparseUsage[] =
     "  -ngl N, --n-gpu-layers N  at most N layers' attention on the device (-1: all that fit)\n"
     "  --device-profile NAME the sim device's profile (rtx4090-pcie4, h100-pcie5, ...)\n";
 
-inline void ApplySparseArgs(Args& args, EngineOptions* o) {
+template <typename EngineOptions>
+void ApplySparseArgs(Args& args, EngineOptions* o) {
   o->sidecar = args.Str("--sidecar", "", "");
   o->sparse = !args.Has("--no-sparse");
   o->sparsity = static_cast<float>(args.Float("--sparsity", "", -1.0));
