@@ -15,47 +15,23 @@
 #include <cstdio>
 #include <iostream>
 #include <iterator>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "common/cli_args.h"
+#include "common/cli_app.h"
+#include "common/sparse_args.h"
 #include "kairox/kairox.hpp"
 #include "chat/line_reader.h"
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: kairox-chat [options]
-
-Chat with a model using its chat template. Commands: /reset (forget the conversation),
-/stats (speed and context use), /exit (or Ctrl-D). Ctrl-C stops the current answer.
-When stdin is not a terminal, one prompt is read from it and answered.
-
-  -m, --model PATH        GGUF model (default: $KAIROX_MODEL or the fetched default model)
-      --system TEXT       system prompt (default: the template's own, if it has one)
-  -n, --n-predict N       most tokens per answer (default -1: until the model stops)
-  -t, --threads N         threads (default: all available cores)
-  -c, --ctx-size N        context size (default 4096, at most the model's trained context)
-  -s, --seed N            sampling seed (default 42)
-      --temp T            temperature (default 0.7; 0 = greedy)
-      --top-k N           top-k (default 40; 0 = off)
-      --top-p P           top-p (default 0.95; 1 = off)
-      --min-p P           min-p (default 0.05; 0 = off)
-      --repeat-penalty R  repetition penalty (default 1.1)
-      --sidecar PATH      activation-sparsity sidecar (default: <model>.kairox.gguf beside
-                          the model, when it exists)
-      --no-sparse         run dense even when a sidecar exists
-      --sparsity S        one of the sidecar's calibrated levels (default: its own)
-      --ram-budget B      RAM limit: 512M, 2G, or 50% (resident FFN bundles as a share of
-                          the sidecar's); bundles are then read from the sidecar file
-      --policy NAME       resident groups under the budget (default tam-adaptive)
-      --no-prefetch       read a layer's bundles when it runs, not one layer ahead
-      --device D          cpu, cuda, sim or auto (default: cuda when a GPU is usable)
-      --vram-budget B     device memory to use: 4G or 50% (default: all of it)
-  -ngl, --n-gpu-layers N  at most N layers' attention on the device (-1: all that fit)
-  -h, --help              this help
-      --version           print the version
-)";
+constexpr const char* kDescription =
+    "kairox-chat: chat with a model using its chat template. Commands: /reset (forget the\n"
+    "conversation), /stats (speed and context use), /exit (or Ctrl-D). Ctrl-C stops the\n"
+    "current answer. When stdin is not a terminal, one prompt is read from it and answered.\n"
+    "Sampling defaults are the library's (as in kairox-cli and the C ABI).";
 
 constexpr int32_t kDefaultCtx = 4096;
 // Room kept free for an answer when old turns are dropped to fit a new one.
@@ -248,6 +224,12 @@ class Chat {
   std::vector<kairox::ChatMessage> messages_;
 };
 
+// A seed a user can pass back with -s to reproduce the conversation.
+uint64_t RandomSeed() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32 | rd()) & static_cast<uint64_t>(INT64_MAX);
+}
+
 std::string Trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t\r\n");
   if (b == std::string::npos) return "";
@@ -257,42 +239,52 @@ std::string Trim(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  kx::cli::Args args(argc, argv,
-                     {"-m", "--model", "--system", "-n", "--n-predict", "-t", "--threads", "-c",
-                      "--ctx-size", "-s", "--seed", "--temp", "--top-k", "--top-p", "--min-p",
-                      "--repeat-penalty", "--sidecar", "--sparsity", "--ram-budget", "--policy",
-                      "--device", "--vram-budget", "-ngl", "--n-gpu-layers"},
-                     {"-h", "--help", "--version", "--no-sparse", "--no-prefetch"});
-  if (!args.ok()) return Fail(args.error());
-  if (args.Has("-h", "--help")) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  if (args.Has("--version")) {
+  CLI::App app(kDescription, "kairox-chat");
+  kx::cli::SetUp(app);
+  std::string model_path = kx::cli::DefaultModelPath();
+  std::string system;
+  int64_t n_predict = -1, seed = -1;
+  int32_t n_threads = 0;
+  bool version = false;
+  kairox::SamplerParams sp;        // the library's defaults (kx_sampler_params_init)
+  kairox::SessionParams sessp;     // n_ctx 0: min(trained, kDefaultCtx)
+  app.add_option("-m,--model", model_path,
+                 "GGUF model (default: $KAIROX_MODEL, else the fetched default model)")
+      ->type_name("PATH");
+  app.add_option("--system", system, "system prompt (default: the template's own, if any)")
+      ->type_name("TEXT");
+  kx::cli::AddInt(app, "-n,--n-predict", &n_predict, -1, kx::cli::kMaxContext,
+                  "most tokens per answer (-1: until the model stops or the context is full)");
+  kx::cli::AddInt(app, "-t,--threads", &n_threads, 0, kx::cli::kMaxThreads,
+                  "threads (0: all available cores)");
+  kx::cli::AddInt(app, "-c,--ctx-size", &sessp.n_ctx, 0, kx::cli::kMaxContext,
+                  "context size (0: min(trained, 4096))");
+  const std::string sampling = "sampling (the library's defaults, as in kairox-cli and the C ABI)";
+  kx::cli::AddInt(app, "-s,--seed", &seed, -1, INT64_MAX,
+                  "sampling seed (-1: a random one, shown at the start)")
+      ->group(sampling);
+  kx::cli::AddNumber(app, "--temp", &sp.temperature, "temperature (0: greedy)")->group(sampling);
+  kx::cli::AddInt(app, "--top-k", &sp.top_k, -1, INT32_MAX, "top-k (0: off)")->group(sampling);
+  kx::cli::AddNumber(app, "--top-p", &sp.top_p, "top-p (1: off)")->group(sampling);
+  kx::cli::AddNumber(app, "--min-p", &sp.min_p, "min-p (0: off)")->group(sampling);
+  kx::cli::AddNumber(app, "--repeat-penalty", &sp.repeat_penalty, "repetition penalty (1: off)")
+      ->group(sampling);
+  kx::cli::AddInt(app, "--repeat-last-n", &sp.repeat_last_n, -1, INT32_MAX,
+                  "tokens the penalty looks back over (-1: all)")
+      ->group(sampling);
+  app.add_flag("--version", version, "print the version and exit");
+  kx::cli::AddSparseOptions(app, &sessp);
+  if (const int rc = kx::cli::Parse(app, argc, argv); rc != kx::cli::kContinue) return rc;
+  if (version) {
     std::printf("kairox-chat %s\n", kairox::Version().c_str());
     return 0;
   }
-  const std::string model_path = args.Str("-m", "--model", kx::cli::DefaultModelPath());
-  const std::string system = args.Str("--system", "", "");
-  const long long n_predict = args.Int("-n", "--n-predict", -1, -1);
-  const long long n_threads = args.Int("-t", "--threads", 0, 0);
-  const long long n_ctx_arg = args.Int("-c", "--ctx-size", 0, 0);
-  kairox::SamplerParams sp;
-  sp.seed = static_cast<uint64_t>(args.Int("-s", "--seed", 42, 0, LLONG_MAX));
-  sp.temperature = static_cast<float>(args.Float("--temp", "", 0.7));
-  sp.top_k = static_cast<int32_t>(args.Int("--top-k", "", sp.top_k));
-  sp.top_p = static_cast<float>(args.Float("--top-p", "", sp.top_p));
-  sp.min_p = static_cast<float>(args.Float("--min-p", "", sp.min_p));
-  sp.repeat_penalty = static_cast<float>(args.Float("--repeat-penalty", "", 1.1));
-  if (!args.ok()) return Fail(args.error());
-  if (n_threads < 0 || n_threads > 4096) return Fail("--threads must be in [0, 4096]");
-  if (n_ctx_arg < 0 || n_ctx_arg > (1 << 24)) return Fail("--ctx-size must be in [0, 2^24]");
-  if (n_predict < -1 || n_predict > (1 << 24)) return Fail("--n-predict must be -1 or >= 0");
+  sp.seed = seed < 0 ? RandomSeed() : static_cast<uint64_t>(seed);
 
   const bool interactive = isatty(STDIN_FILENO) != 0;
   try {
     kairox::ModelOptions mo;
-    mo.n_threads = static_cast<int32_t>(n_threads);
+    mo.n_threads = n_threads;
     const bool bar = isatty(STDERR_FILENO) != 0;
     if (bar) {
       mo.progress = [](float p) {
@@ -304,20 +296,8 @@ int main(int argc, char** argv) {
     kairox::Sampler sampler(sp);  // validates the sampling flags before the model loads
     kairox::Model model(model_path, mo);
     const kx_model_info info = model.Info();
-    kairox::SessionParams sessp;
-    sessp.n_ctx = n_ctx_arg > 0 ? static_cast<int32_t>(n_ctx_arg)
-                                : std::min(kDefaultCtx, info.n_ctx_train);
+    if (sessp.n_ctx == 0) sessp.n_ctx = std::min(kDefaultCtx, info.n_ctx_train);
     sessp.seed = sp.seed;
-    sessp.sidecar = args.Str("--sidecar", "", "");
-    sessp.sparse = !args.Has("--no-sparse");
-    sessp.sparsity = static_cast<float>(args.Float("--sparsity", "", 0.0));
-    sessp.ram_budget = args.Str("--ram-budget", "", "");
-    sessp.policy = args.Str("--policy", "", "");
-    sessp.prefetch = !args.Has("--no-prefetch");
-    sessp.device = args.Str("--device", "", "");
-    sessp.vram_budget = args.Str("--vram-budget", "", "");
-    sessp.n_gpu_layers = static_cast<int32_t>(args.Int("-ngl", "--n-gpu-layers", -1, -1));
-    if (!args.ok()) return Fail(args.error());
     kairox::Session session(model, sessp);
     Chat chat(model, session, sampler, system, static_cast<int32_t>(n_predict),
               /*show_progress=*/interactive && isatty(STDERR_FILENO) != 0);
@@ -333,9 +313,9 @@ int main(int argc, char** argv) {
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
     sigaction(SIGINT, &sa, nullptr);
-    std::printf("kairox-chat %s: %s (%s template, context %d). /help for commands.\n",
+    std::printf("kairox-chat %s: %s (%s template, context %d, seed %llu). /help for commands.\n",
                 kairox::Version().c_str(), model_path.c_str(), info.chat_template_kind,
-                session.NCtx());
+                session.NCtx(), static_cast<unsigned long long>(sp.seed));
     kx::chat::LineReader reader("kairox-chat");  // line editing and history (line_reader.h)
     std::string line;
     for (;;) {

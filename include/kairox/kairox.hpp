@@ -187,14 +187,25 @@ class Model {
   Ptr model_;
 };
 
+namespace detail {
+// The library's sampler defaults (kx_sampler_params_init), so this wrapper has no copy of them.
+inline kx_sampler_params DefaultSamplerParams() {
+  kx_sampler_params p{};
+  kx_sampler_params_init(&p, sizeof(p));
+  return p;
+}
+}  // namespace detail
+
+// Defaults: the library's, as kx_sampler_params documents them (kairox-cli and kairox-chat use
+// the same ones).
 struct SamplerParams {
-  float temperature = 0.8f;  // <= 0: greedy
-  int32_t top_k = 40;
-  float top_p = 0.95f;
-  float min_p = 0.05f;
-  float repeat_penalty = 1.0f;
-  int32_t repeat_last_n = 64;
-  uint64_t seed = 0xC0FFEE;
+  float temperature = detail::DefaultSamplerParams().temperature;  // <= 0: greedy
+  int32_t top_k = detail::DefaultSamplerParams().top_k;            // <= 0: off
+  float top_p = detail::DefaultSamplerParams().top_p;              // >= 1: off
+  float min_p = detail::DefaultSamplerParams().min_p;              // <= 0: off
+  float repeat_penalty = detail::DefaultSamplerParams().repeat_penalty;  // 1: off
+  int32_t repeat_last_n = detail::DefaultSamplerParams().repeat_last_n;  // < 0: whole history
+  uint64_t seed = detail::DefaultSamplerParams().seed;
 };
 
 class Sampler {
