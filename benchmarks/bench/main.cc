@@ -10,8 +10,12 @@
 // Probes run between repetitions (the machine's caches and clocks are shared
 // with the runs) and their medians are reported.
 //
-//   kairox-bench -m model.gguf [-t N] [-p 512] [-n 128] [-r 5] [-d 0] [-o md|json] [--e2e]
-//                [--prefill native|dnnl]
+//   kairox-bench -m model.gguf [-t 1,2,4] [-p 128,512] [-n 64,128] [-r 5] [-d 0,512]
+//                [-o md|csv|json|jsonl] [--e2e] [--prefill native|dnnl|dnnl-fast]
+//
+// -p, -n, -t and -d take comma lists, as llama-bench's do: every thread count and
+// depth is a separate instance, each running a pp test per -p value and a tg test per
+// -n value (0 skips), in that order.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -30,7 +34,7 @@
 #include "base/timer.h"
 #include "bench/probes.h"
 #include "bench/report.h"
-#include "common/cli_args.h"
+#include "common/cli_app.h"
 #include "common/sparse_args.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
@@ -54,101 +58,105 @@ constexpr uint64_t kTokenSeed = 0xBE7C4;
 
 struct Args {
   std::string model;
-  int n_threads = 0;
-  int n_prompt = 512;
-  int n_gen = 128;
+  std::vector<int64_t> threads;  // empty: the engine's default (all cores)
+  std::vector<int64_t> n_prompt = {512};
+  std::vector<int64_t> n_gen = {128};
+  std::vector<int64_t> depth = {0};
   int repetitions = 5;
-  int depth = 0;
   int n_batch = 0;  // engine default
-  bool json = false;
+  std::string output = "md";
   bool e2e = false;
   std::string prefill;  // "": the engine's default
-  EngineOptions engine;  // the sparsity flags
+  std::string kv_type = "f16";
+  EngineOptions engine;  // the sparsity, tier and device flags
   bool compare_dense = true;
 };
 
-void PrintUsage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: kairox-bench -m MODEL [options]\n"
-               "\n"
-               "  -m, --model FILE       GGUF model\n"
-               "  -t, --threads N        threads (default: all cores)\n"
-               "  -p, --n-prompt N       prompt tokens for the pp test (default 512; 0: skip)\n"
-               "  -n, --n-gen N          generated tokens for the tg test (default 128; 0: skip)\n"
-               "  -r, --repetitions N    repetitions of each test (default 5)\n"
-               "  -d, --n-depth D        run the tests after D tokens in the KV cache (default 0)\n"
-               "  -b, --batch-size N     tokens per prefill batch (default: the engine's)\n"
-               "  -o, --output md|json   output format (default md)\n"
-               "      --e2e              also time tg with the default sampler included\n"
-               "      --prefill native|dnnl|dnnl-fast\n"
-               "                         batched matmuls: the quantized kernels, or oneDNN bf16\n"
-               "                         with split (dnnl) or single bf16 activations (dnnl-fast)\n"
-               "                         (default: $KAIROX_PREFILL, else the engine's)\n"
-               "      --no-dense         with a sidecar: skip the dense tg run beside the sparse one\n"
-               "      --kv-type f16|q8_0 KV cache element type (default f16)\n"
-               "  -h, --help             this help\n"
-               "      --version          print the version\n"
-               "%s", cli::kSparseUsage);
+// A comma list of integers, each in [lo, hi] (llama-bench's `-p 128,512`). Repeating the
+// flag adds to the list.
+CLI::Option* AddIntList(CLI::App& app, const std::string& names, std::vector<int64_t>* dst,
+                        int64_t lo, int64_t hi, const std::string& help) {
+  std::string def;
+  for (int64_t v : *dst) def += (def.empty() ? "" : ",") + std::to_string(v);
+  return app.add_option(names, *dst, help)
+      ->delimiter(',')
+      ->check(cli::IntIn(lo, hi))
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->type_name("N[,N...]")
+      ->default_str(def);
 }
 
-// Returns the parsed arguments; exit_now is set for --help/--version.
-absl::StatusOr<Args> ParseArgs(int argc, char** argv, bool& exit_now) {
-  constexpr long long kMaxCount = 1 << 24;
-  cli::Args args(argc, argv,
-                 cli::WithSparse({"-m", "--model", "-t", "--threads", "-p", "--n-prompt", "-n",
-                                  "--n-gen", "-r", "--repetitions", "-d", "--n-depth", "-b",
-                                  "--batch-size", "-o", "--output", "--prefill", "--kv-type"},
-                                 false),
-                 cli::WithSparse({"-h", "--help", "--version", "--e2e", "--no-dense"}, true));
-  Args a;
-  exit_now = false;
-  if (args.ok() && args.Has("-h", "--help")) {
-    PrintUsage(stdout);
-    exit_now = true;
-    return a;
-  }
-  if (args.ok() && args.Has("--version")) {
+// Parses argv into *a. Returns cli::kContinue to go on, else the exit code (0 after --help
+// or --version, 1 after an error, printed as "kairox-bench: error: ...").
+int ParseArgs(int argc, char** argv, Args* a) {
+  CLI::App app(
+      "Prompt-processing (pp) and generation (tg) throughput, llama-bench's way, each beside a "
+      "measured ceiling.",
+      "kairox-bench");
+  cli::SetUp(app);
+  bool version = false;
+  app.add_flag("--version", version, "print the version and exit");
+  a->model = cli::DefaultModelPath();
+  app.add_option("-m,--model", a->model,
+                 "GGUF model (default: $KAIROX_MODEL, else the one cmake/fetch_model.sh fetches)");
+  AddIntList(app, "-t,--threads", &a->threads, 1, cli::kMaxThreads,
+             "threads, a comma list")
+      ->default_str("all cores");
+  AddIntList(app, "-p,--n-prompt", &a->n_prompt, 0, cli::kMaxContext,
+             "prompt tokens of the pp tests, a comma list (0: no pp test)");
+  AddIntList(app, "-n,--n-gen", &a->n_gen, 0, cli::kMaxContext,
+             "generated tokens of the tg tests, a comma list (0: no tg test)");
+  AddIntList(app, "-d,--n-depth", &a->depth, 0, cli::kMaxContext,
+             "tokens in the KV cache before each test, a comma list");
+  cli::AddInt(app, "-r,--repetitions", &a->repetitions, 1, 100000, "repetitions of each test");
+  cli::AddInt(app, "-b,--batch-size", &a->n_batch, 1, cli::kMaxContext,
+              "tokens per prefill batch")
+      ->default_str("the engine's");
+  app.add_option("-o,--output", a->output,
+                 "output format: md (a table), csv, json (an array) or jsonl (an object per "
+                 "line), with llama-bench's field names")
+      ->check(cli::OneOf({"md", "csv", "json", "jsonl"}));
+  app.add_flag("--e2e", a->e2e, "also time tg with the default sampler included");
+  app.add_option("--prefill", a->prefill,
+                 "batched matmuls: the quantized kernels (native), or oneDNN bf16 with split "
+                 "(dnnl) or single bf16 activations (dnnl-fast)")
+      ->check(cli::OneOf({"native", "dnnl", "dnnl-fast"}))
+      ->default_str("$KAIROX_PREFILL, else the engine's");
+  app.add_flag_callback("--no-dense", [a] { a->compare_dense = false; },
+                        "with a sidecar: skip the dense tg run beside the sparse one");
+  app.add_option("--kv-type", a->kv_type, "KV cache element type")
+      ->check(cli::OneOf({"f16", "q8_0"}));
+  cli::AddSparseOptions(app, &a->engine);
+
+  auto fail = [](const std::string& msg) {
+    std::fprintf(stderr, "kairox-bench: error: %s\n", msg.c_str());
+    return 1;
+  };
+  if (const int rc = cli::Parse(app, argc, argv); rc != cli::kContinue) return rc;
+  if (version) {
     std::printf("kairox-bench %s\n", KX_VERSION_STRING);
-    exit_now = true;
-    return a;
+    return 0;
   }
-  a.model = args.Str("-m", "--model", "");
-  a.n_threads = static_cast<int>(args.Int("-t", "--threads", a.n_threads, 1, kMaxCount));
-  a.n_prompt = static_cast<int>(args.Int("-p", "--n-prompt", a.n_prompt, 0, kMaxCount));
-  a.n_gen = static_cast<int>(args.Int("-n", "--n-gen", a.n_gen, 0, kMaxCount));
-  a.repetitions = static_cast<int>(args.Int("-r", "--repetitions", a.repetitions, 1, kMaxCount));
-  a.depth = static_cast<int>(args.Int("-d", "--n-depth", a.depth, 0, kMaxCount));
-  a.n_batch = static_cast<int>(args.Int("-b", "--batch-size", a.n_batch, 1, kMaxCount));
-  const std::string fmt = args.Str("-o", "--output", "md");
-  if (fmt != "md" && fmt != "json") args.Fail("-o expects md or json, got '" + fmt + "'");
-  a.json = fmt == "json";
-  a.e2e = args.Has("--e2e");
-  a.compare_dense = !args.Has("--no-dense");
-  cli::ApplySparseArgs(args, &a.engine);
-  const std::string kv_type = args.Str("--kv-type", "--kv-type", "f16");
-  if (kv_type == "q8_0") {
-    a.engine.kv_type = EngineOptions::KvType::kQ8_0;
-  } else if (kv_type != "f16") {
-    args.Fail("--kv-type expects f16 or q8_0, got '" + kv_type + "'");
-  }
+  if (a->kv_type == "q8_0") a->engine.kv_type = EngineOptions::KvType::kQ8_0;
   // The engine lets KAIROX_PREFILL override its options: the default here
   // too, so the ceiling matches the path that runs.
   const char* env_prefill = std::getenv("KAIROX_PREFILL");
-  a.prefill = args.Str("--prefill", "--prefill", env_prefill ? env_prefill : "");
-  if (!a.prefill.empty() && a.prefill != "native" && a.prefill != "dnnl" &&
-      a.prefill != "dnnl-fast") {
-    args.Fail("--prefill expects native, dnnl or dnnl-fast, got '" + a.prefill + "'");
+  if (env_prefill != nullptr && a->prefill.empty()) a->prefill = env_prefill;
+  if (!a->prefill.empty() && a->prefill != "native" && a->prefill != "dnnl" &&
+      a->prefill != "dnnl-fast") {
+    return fail("KAIROX_PREFILL expects native, dnnl or dnnl-fast, got '" + a->prefill + "'");
   }
-  if (env_prefill != nullptr && a.prefill != env_prefill) {
-    args.Fail("--prefill " + a.prefill + " contradicts KAIROX_PREFILL=" + env_prefill +
-              " (which the engine obeys)");
+  if (env_prefill != nullptr && a->prefill != env_prefill) {
+    return fail("--prefill " + a->prefill + " contradicts KAIROX_PREFILL=" + env_prefill +
+                " (which the engine obeys)");
   }
-  if (!args.ok()) return absl::InvalidArgumentError(args.error());
-  if (a.model.empty()) return absl::InvalidArgumentError("no model given (-m MODEL)");
-  if (a.n_prompt == 0 && a.n_gen == 0) {
-    return absl::InvalidArgumentError("nothing to run: -p and -n are both 0");
+  const auto all_zero = [](const std::vector<int64_t>& v) {
+    return std::all_of(v.begin(), v.end(), [](int64_t x) { return x == 0; });
+  };
+  if (all_zero(a->n_prompt) && all_zero(a->n_gen)) {
+    return fail("nothing to run: every -p and -n value is 0");
   }
-  return a;
+  return cli::kContinue;
 }
 
 ModelInfo DescribeModel(const Engine& engine, const std::string& path) {
@@ -269,20 +277,27 @@ class Bench {
   }
 
   // Empties the cache and fills it to the requested depth (untimed).
-  absl::Status ResetToDepth() {
+  absl::Status ResetToDepth(int depth) {
     engine_.TruncateKv(0);
-    if (args_.depth > 0) KX_RETURN_IF_ERROR(engine_.Eval(RandomTokens(args_.depth)));
+    if (depth > 0) KX_RETURN_IF_ERROR(engine_.Eval(RandomTokens(depth)));
     return absl::OkStatus();
   }
 
-  absl::StatusOr<TestResult> RunPrompt() {
+  TestResult NewResult(const char* kind, int n, int depth, bool e2e) const {
     TestResult r;
-    r.name = TestName("pp", args_.n_prompt, args_.depth, false);
-    r.n_prompt = args_.n_prompt;
-    r.n_depth = args_.depth;
+    r.name = TestName(kind, n, depth, e2e);
+    r.n_depth = depth;
+    r.n_threads = engine_.n_threads();
+    r.e2e = e2e;
+    return r;
+  }
+
+  absl::StatusOr<TestResult> RunPrompt(int n_prompt, int depth) {
+    TestResult r = NewResult("pp", n_prompt, depth, false);
+    r.n_prompt = n_prompt;
     r.flops_per_token = engine_.FlopsPerToken();
-    const std::vector<int32_t> prompt = RandomTokens(args_.n_prompt);
-    KX_RETURN_IF_ERROR(ResetToDepth());  // warm-up run (converts oneDNN weights)
+    const std::vector<int32_t> prompt = RandomTokens(n_prompt);
+    KX_RETURN_IF_ERROR(ResetToDepth(depth));  // warm-up run (converts oneDNN weights)
     KX_RETURN_IF_ERROR(engine_.Eval(prompt));
     // The ceiling is the peak of the path the batches really took.
     const bool dnnl = engine_.PrefillWeightBytes() > 0;
@@ -292,7 +307,7 @@ class Bench {
     std::vector<double> peaks;
     ProfileTotals op_sum;
     for (int rep = 0; rep < args_.repetitions; ++rep) {
-      KX_RETURN_IF_ERROR(ResetToDepth());
+      KX_RETURN_IF_ERROR(ResetToDepth(depth));
       const ProfileTotals before = Snapshot(engine_.profile());
       Stopwatch sw;
       KX_RETURN_IF_ERROR(engine_.Eval(prompt));
@@ -303,26 +318,24 @@ class Bench {
       Progress(r, rep);
     }
     r.peak_gflops = Summarize(peaks).median;
-    r.profile = ToOpTimes(op_sum, static_cast<int64_t>(args_.n_prompt) * args_.repetitions);
+    r.profile = ToOpTimes(op_sum, static_cast<int64_t>(n_prompt) * args_.repetitions);
     return r;
   }
 
-  absl::StatusOr<TestResult> RunGeneration() {
-    TestResult r;
-    r.name = TestName("tg", args_.n_gen, args_.depth, false);
-    r.n_gen = args_.n_gen;
-    r.n_depth = args_.depth;
+  absl::StatusOr<TestResult> RunGeneration(int n_gen, int depth) {
+    TestResult r = NewResult("tg", n_gen, depth, false);
+    r.n_gen = n_gen;
     r.cache_probe_bytes = kCacheProbeBytes;
-    KX_RETURN_IF_ERROR(ResetToDepth());  // warm-up
+    KX_RETURN_IF_ERROR(ResetToDepth(depth));  // warm-up
     for (int32_t id : RandomTokens(kTgWarmupTokens)) KX_RETURN_IF_ERROR(engine_.Eval({&id, 1}));
 
     ProfileTotals op_sum;
     std::vector<double> kv_bytes, dram, cache;
     const double weight_bytes = static_cast<double>(engine_.WeightBytesPerToken());
     for (int rep = 0; rep < args_.repetitions; ++rep) {
-      KX_RETURN_IF_ERROR(ResetToDepth());
+      KX_RETURN_IF_ERROR(ResetToDepth(depth));
       if (rep == 0) engine_.ResetProfile();  // sparse statistics of the timed tokens only
-      const std::vector<int32_t> ids = RandomTokens(args_.n_gen);
+      const std::vector<int32_t> ids = RandomTokens(n_gen);
       const double kv_start = static_cast<double>(engine_.KvBytesPerToken());
       const ProfileTotals before = Snapshot(engine_.profile());
       Stopwatch sw;
@@ -353,7 +366,7 @@ class Bench {
                                  static_cast<double>(sp->sidecar().PredictorBytes());
       if (const BundleTier* tier = sp->tier(); tier != nullptr) {
         const TierStats& ts = tier->stats();
-        const double tokens = static_cast<double>(args_.n_gen) * args_.repetitions;
+        const double tokens = static_cast<double>(n_gen) * args_.repetitions;
         r.tiered = true;
         r.name += " tier";
         r.policy = std::string(tier->policy().name());
@@ -378,24 +391,21 @@ class Bench {
     r.kv_bytes_per_token = Summarize(kv_bytes).mean;
     r.bw_dram_gbps = Summarize(dram).median;
     r.bw_cache_gbps = Summarize(cache).median;
-    r.profile = ToOpTimes(op_sum, static_cast<int64_t>(args_.n_gen) * args_.repetitions);
+    r.profile = ToOpTimes(op_sum, static_cast<int64_t>(n_gen) * args_.repetitions);
     return r;
   }
 
   // tg with the default sampler choosing each next token from the logits.
-  absl::StatusOr<TestResult> RunEndToEnd() {
-    TestResult r;
-    r.name = TestName("tg", args_.n_gen, args_.depth, true);
-    r.n_gen = args_.n_gen;
-    r.n_depth = args_.depth;
-    r.e2e = true;
+  absl::StatusOr<TestResult> RunEndToEnd(int n_gen, int depth) {
+    TestResult r = NewResult("tg", n_gen, depth, true);
+    r.n_gen = n_gen;
     for (int rep = 0; rep < args_.repetitions; ++rep) {
-      KX_RETURN_IF_ERROR(ResetToDepth());
+      KX_RETURN_IF_ERROR(ResetToDepth(depth));
       Sampler sampler{SamplerParams{}};
       std::vector<int32_t> history = RandomTokens(1);
-      history.reserve(static_cast<size_t>(args_.n_gen) + 1);
+      history.reserve(static_cast<size_t>(n_gen) + 1);
       Stopwatch sw;
-      for (int i = 0; i < args_.n_gen; ++i) {
+      for (int i = 0; i < n_gen; ++i) {
         KX_RETURN_IF_ERROR(engine_.Eval({&history.back(), 1}));
         history.push_back(sampler.Sample(engine_.Logits(), history));
       }
@@ -416,73 +426,113 @@ class Bench {
   std::mt19937_64 rng_;
 };
 
+int MaxOf(const std::vector<int64_t>& v) {
+  return v.empty() ? 0 : static_cast<int>(*std::max_element(v.begin(), v.end()));
+}
+
+// The tests of one instance (a thread count and a depth) on `engine`, appended to *results:
+// a pp test per -p value, then a tg test per -n value (with a sidecar, the dense run and,
+// under a RAM budget, the all-in-RAM run before the sparse one), then e2e.
+absl::Status RunInstance(const Args& args, const EngineOptions& opts, Engine& engine, int depth,
+                         std::vector<TestResult>* results) {
+  Bench bench(args, engine);
+  for (int64_t p : args.n_prompt) {
+    if (p == 0) continue;
+    KX_ASSIGN_OR_RETURN(TestResult r, bench.RunPrompt(static_cast<int>(p), depth));
+    results->push_back(std::move(r));
+  }
+  for (int64_t n64 : args.n_gen) {
+    if (n64 == 0) continue;
+    const int n = static_cast<int>(n64);
+    // With a sidecar, the dense model first, on the same weights in the same run.
+    if (engine.sparse() != nullptr && args.compare_dense) {
+      EngineOptions dense_opts = opts;
+      dense_opts.sparse = false;
+      dense_opts.ram_budget.clear();
+      KX_ASSIGN_OR_RETURN(std::unique_ptr<Engine> dense, Engine::Create(engine.model(), dense_opts));
+      Bench dense_bench(args, *dense);
+      KX_ASSIGN_OR_RETURN(TestResult d, dense_bench.RunGeneration(n, depth));
+      d.name += " dense";
+      results->push_back(std::move(d));
+      // Under a RAM budget, also the sparse path with every bundle in RAM:
+      // the tier's ceiling, measured in the same run.
+      if (engine.sparse()->tier() != nullptr) {
+        EngineOptions ram_opts = opts;
+        ram_opts.ram_budget.clear();
+        KX_ASSIGN_OR_RETURN(std::unique_ptr<Engine> all, Engine::Create(engine.model(), ram_opts));
+        Bench all_bench(args, *all);
+        KX_ASSIGN_OR_RETURN(TestResult a, all_bench.RunGeneration(n, depth));
+        a.name += " all-in-RAM";
+        results->push_back(std::move(a));
+      }
+    }
+    KX_ASSIGN_OR_RETURN(TestResult r, bench.RunGeneration(n, depth));
+    results->push_back(std::move(r));
+    if (args.e2e) {
+      KX_ASSIGN_OR_RETURN(TestResult e, bench.RunEndToEnd(n, depth));
+      results->push_back(std::move(e));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Run(const Args& args) {
   {
     std::ifstream probe(args.model, std::ios::binary);
     if (!probe) return absl::NotFoundError("cannot open model file '" + args.model + "'");
   }
   EngineOptions opts = args.engine;
-  if (args.n_threads > 0) opts.n_threads = args.n_threads;
   if (args.n_batch > 0) opts.n_batch = args.n_batch;
   if (args.prefill == "dnnl") opts.prefill = EngineOptions::Prefill::kDnnl;
   if (args.prefill == "dnnl-fast") opts.prefill = EngineOptions::Prefill::kDnnlFast;
   if (args.prefill == "native") opts.prefill = EngineOptions::Prefill::kNative;
   // Room for the deepest test; tg's warm-up adds a few tokens.
-  opts.n_ctx = args.depth + std::max({args.n_prompt, args.n_gen + 1, kTgWarmupTokens});
-  KX_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Load(args.model, opts));
+  opts.n_ctx = MaxOf(args.depth) + std::max({MaxOf(args.n_prompt), MaxOf(args.n_gen) + 1,
+                                             kTgWarmupTokens});
+  // One engine per thread count, all on the weights the first one loaded.
+  const std::vector<int64_t> threads =
+      args.threads.empty() ? std::vector<int64_t>{0} : args.threads;
+  opts.n_threads = static_cast<int>(threads[0]);
+  KX_ASSIGN_OR_RETURN(std::unique_ptr<Engine> first, Engine::Load(args.model, opts));
 
   RunInfo run;
-  run.model = DescribeModel(*engine, args.model);
-  run.n_threads = engine->n_threads();
+  run.model = DescribeModel(*first, args.model);
   run.n_batch = args.n_batch > 0 ? args.n_batch : EngineOptions{}.n_batch;
   run.isa = IsaName(SelectedIsa());
   run.cpu_info = CpuInfo();
   run.test_time = NowIso8601();
   run.peak_method = MatmulPeakMethod();
-  if (engine->n_device_layers() > 0 || engine->device_head()) {
-    run.backend = absl::StrCat("CPU+", engine->device_name(), " (", engine->n_device_layers(),
-                               " layers", engine->device_head() ? ", head)" : ")");
+  run.kv_type = args.kv_type;
+  run.version = KX_VERSION_STRING;
+  run.n_gpu_layers = first->n_device_layers();
+  if (first->n_device_layers() > 0 || first->device_head()) {
+    run.gpu_info = first->device_name();
+    run.backend = absl::StrCat("CPU+", first->device_name(), " (", first->n_device_layers(),
+                               " layers", first->device_head() ? ", head)" : ")");
   }
   run.repetitions = args.repetitions;
 
-  Bench bench(args, *engine);
   std::vector<TestResult> results;
-  if (args.n_prompt > 0) {
-    KX_ASSIGN_OR_RETURN(TestResult r, bench.RunPrompt());
-    results.push_back(std::move(r));
-  }
-  if (args.n_gen > 0) {
-    // With a sidecar, the dense model first, on the same weights in the same run.
-    if (engine->sparse() != nullptr && args.compare_dense) {
-      EngineOptions dense_opts = opts;
-      dense_opts.sparse = false;
-      dense_opts.ram_budget.clear();
-      KX_ASSIGN_OR_RETURN(std::unique_ptr<Engine> dense, Engine::Create(engine->model(), dense_opts));
-      Bench dense_bench(args, *dense);
-      KX_ASSIGN_OR_RETURN(TestResult d, dense_bench.RunGeneration());
-      d.name += " dense";
-      results.push_back(std::move(d));
-      // Under a RAM budget, also the sparse path with every bundle in RAM:
-      // the tier's ceiling, measured in the same run.
-      if (engine->sparse()->tier() != nullptr) {
-        EngineOptions ram_opts = opts;
-        ram_opts.ram_budget.clear();
-        KX_ASSIGN_OR_RETURN(std::unique_ptr<Engine> all, Engine::Create(engine->model(), ram_opts));
-        Bench all_bench(args, *all);
-        KX_ASSIGN_OR_RETURN(TestResult a, all_bench.RunGeneration());
-        a.name += " all-in-RAM";
-        results.push_back(std::move(a));
-      }
+  for (size_t i = 0; i < threads.size(); ++i) {
+    std::unique_ptr<Engine> other;
+    if (i > 0) {
+      EngineOptions t_opts = opts;
+      t_opts.n_threads = static_cast<int>(threads[i]);
+      KX_ASSIGN_OR_RETURN(other, Engine::Create(first->model(), t_opts));
     }
-    KX_ASSIGN_OR_RETURN(TestResult r, bench.RunGeneration());
-    results.push_back(std::move(r));
-    if (args.e2e) {
-      KX_ASSIGN_OR_RETURN(TestResult e, bench.RunEndToEnd());
-      results.push_back(std::move(e));
+    Engine& engine = i == 0 ? *first : *other;
+    EngineOptions t_opts = opts;
+    t_opts.n_threads = engine.n_threads();
+    for (int64_t depth : args.depth) {
+      KX_RETURN_IF_ERROR(RunInstance(args, t_opts, engine, static_cast<int>(depth), &results));
     }
   }
-  if (args.json) {
+  if (args.output == "csv") {
+    PrintCsv(run, results, stdout);
+  } else if (args.output == "json") {
     PrintJson(run, results, stdout);
+  } else if (args.output == "jsonl") {
+    PrintJsonl(run, results, stdout);
   } else {
     PrintMarkdown(run, results, stdout);
   }
@@ -493,14 +543,9 @@ absl::Status Run(const Args& args) {
 }  // namespace kx::bench
 
 int main(int argc, char** argv) {
-  bool exit_now = false;
-  absl::StatusOr<kx::bench::Args> args = kx::bench::ParseArgs(argc, argv, exit_now);
-  if (!args.ok()) {
-    std::fprintf(stderr, "kairox-bench: %s\n", std::string(args.status().message()).c_str());
-    return 1;
-  }
-  if (exit_now) return 0;
-  absl::Status s = kx::bench::Run(*args);
+  kx::bench::Args args;
+  if (const int rc = kx::bench::ParseArgs(argc, argv, &args); rc != kx::cli::kContinue) return rc;
+  absl::Status s = kx::bench::Run(args);
   if (!s.ok()) {
     std::fprintf(stderr, "kairox-bench: error: %s\n", s.ToString().c_str());
     return 1;

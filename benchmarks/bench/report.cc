@@ -1,5 +1,6 @@
 #include "bench/report.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_format.h"
@@ -75,7 +76,7 @@ void PrintMarkdown(const RunInfo& run, const std::vector<TestResult>& results, s
     absl::FPrintF(
         out, "| %-24s | %10s | %10s | %-7s | %7d | %16s | %18s | %13s | %13s | %13s | %7s |\n",
         run.model.type, FormatSize(run.model.size_bytes), FormatParams(run.model.n_params), run.backend,
-        run.n_threads, r.name, ts, FormatTs(r.CeilingDramTs()), FormatTs(r.CeilingCacheTs()),
+        r.n_threads, r.name, ts, FormatTs(r.CeilingDramTs()), FormatTs(r.CeilingCacheTs()),
         FormatTs(r.CeilingComputeTs()), frac > 0.0 ? absl::StrFormat("%.1f%%", 100.0 * frac) : "-");
   }
   absl::FPrintF(out, "\n");
@@ -137,89 +138,142 @@ void PrintMarkdown(const RunInfo& run, const std::vector<TestResult>& results, s
   std::fflush(out);
 }
 
-void PrintJson(const RunInfo& run, const std::vector<TestResult>& results, std::FILE* out) {
-  nlohmann::json all = nlohmann::json::array();
-  for (const TestResult& r : results) {
-    const Summary ns = [&] {
-      std::vector<double> v(r.samples_ns.begin(), r.samples_ns.end());
-      return Summarize(v);
-    }();
-    nlohmann::json j;
-    j["cpu_info"] = run.cpu_info;
-    j["backends"] = run.backend;
-    j["model_filename"] = run.model.filename;
-    j["model_type"] = run.model.type;
-    j["model_size"] = run.model.size_bytes;
-    j["model_n_params"] = run.model.n_params;
-    j["n_batch"] = run.n_batch;
-    j["n_threads"] = run.n_threads;
-    j["n_prompt"] = r.n_prompt;
-    j["n_gen"] = r.n_gen;
-    j["n_depth"] = r.n_depth;
-    j["test_time"] = run.test_time;
-    j["avg_ns"] = static_cast<int64_t>(std::llround(ns.mean));
-    j["stddev_ns"] = static_cast<int64_t>(std::llround(ns.stddev));
-    j["avg_ts"] = r.AvgTs();
-    j["stddev_ts"] = r.StddevTs();
-    j["samples_ns"] = r.samples_ns;
-    j["samples_ts"] = r.SamplesTs();
-    // kairox's own fields.
-    j["kx_test"] = r.name;
-    j["kx_isa"] = run.isa;
-    j["kx_e2e"] = r.e2e;
-    if (r.n_gen > 0 && !r.e2e) {
-      j["kx_weight_bytes_per_token"] = r.weight_bytes_per_token;
-      j["kx_kv_bytes_per_token"] = r.kv_bytes_per_token;
-      j["kx_bw_dram_gbps"] = r.bw_dram_gbps;
-      j["kx_bw_cache_gbps"] = r.bw_cache_gbps;
-      j["kx_cache_probe_bytes"] = r.cache_probe_bytes;
-      j["kx_ceiling_dram_ts"] = r.CeilingDramTs();
-      j["kx_ceiling_cache_ts"] = r.CeilingCacheTs();
-      j["kx_fraction_of_ceiling"] = r.FractionOfCeiling();
-      j["kx_sparse"] = r.sparse;
-      if (r.sparse) {
-        j["kx_sparsity"] = r.sparsity;
-        j["kx_predicted_fraction"] = r.predicted_fraction;
-        j["kx_kept_fraction"] = r.kept_fraction;
-      }
-      j["kx_graph_parts"] = r.graph_parts;
-      j["kx_tiered"] = r.tiered;
-      if (r.tiered) {
-        j["kx_policy"] = r.policy;
-        j["kx_io_backend"] = r.io_backend;
-        j["kx_slots_per_layer"] = r.slots_per_layer;
-        j["kx_groups_per_layer"] = r.groups_per_layer;
-        j["kx_hit_rate"] = r.hit_rate;
-        j["kx_needed_fraction"] = r.needed_fraction;
-        j["kx_read_bytes_per_token"] = r.read_bytes_per_token;
-        j["kx_read_ops_per_token"] = r.read_ops_per_token;
-        j["kx_io_wait_ms_per_token"] = r.io_wait_ms_per_token;
-        j["kx_ffn_ms_per_token"] = r.ffn_ms_per_token;
-        j["kx_lambda_mean"] = r.lambda_mean;
-      }
+namespace {
+
+// One test as an object: llama-bench's fields in its order, then kairox's (kx_*).
+nlohmann::ordered_json TestObject(const RunInfo& run, const TestResult& r) {
+  const Summary ns = [&] {
+    std::vector<double> v(r.samples_ns.begin(), r.samples_ns.end());
+    return Summarize(v);
+  }();
+  nlohmann::ordered_json j;
+  j["cpu_info"] = run.cpu_info;
+  j["gpu_info"] = run.gpu_info;
+  j["backends"] = run.backend;
+  j["model_filename"] = run.model.filename;
+  j["model_type"] = run.model.type;
+  j["model_size"] = run.model.size_bytes;
+  j["model_n_params"] = run.model.n_params;
+  j["n_batch"] = run.n_batch;
+  j["n_threads"] = r.n_threads;
+  j["type_k"] = run.kv_type;
+  j["type_v"] = run.kv_type;
+  j["n_gpu_layers"] = run.n_gpu_layers;
+  j["n_prompt"] = r.n_prompt;
+  j["n_gen"] = r.n_gen;
+  j["n_depth"] = r.n_depth;
+  j["test_time"] = run.test_time;
+  j["avg_ns"] = static_cast<int64_t>(std::llround(ns.mean));
+  j["stddev_ns"] = static_cast<int64_t>(std::llround(ns.stddev));
+  j["avg_ts"] = r.AvgTs();
+  j["stddev_ts"] = r.StddevTs();
+  j["samples_ns"] = r.samples_ns;
+  j["samples_ts"] = r.SamplesTs();
+  // kairox's own fields.
+  j["kx_version"] = run.version;
+  j["kx_test"] = r.name;
+  j["kx_isa"] = run.isa;
+  j["kx_e2e"] = r.e2e;
+  if (r.n_gen > 0 && !r.e2e) {
+    j["kx_weight_bytes_per_token"] = r.weight_bytes_per_token;
+    j["kx_kv_bytes_per_token"] = r.kv_bytes_per_token;
+    j["kx_bw_dram_gbps"] = r.bw_dram_gbps;
+    j["kx_bw_cache_gbps"] = r.bw_cache_gbps;
+    j["kx_cache_probe_bytes"] = r.cache_probe_bytes;
+    j["kx_ceiling_dram_ts"] = r.CeilingDramTs();
+    j["kx_ceiling_cache_ts"] = r.CeilingCacheTs();
+    j["kx_fraction_of_ceiling"] = r.FractionOfCeiling();
+    j["kx_sparse"] = r.sparse;
+    if (r.sparse) {
+      j["kx_sparsity"] = r.sparsity;
+      j["kx_predicted_fraction"] = r.predicted_fraction;
+      j["kx_kept_fraction"] = r.kept_fraction;
     }
-    if (r.n_prompt > 0) {
-      j["kx_flops_per_token"] = r.flops_per_token;
-      j["kx_peak_gflops"] = r.peak_gflops;
-      j["kx_peak_method"] = r.peak_method.empty() ? run.peak_method : r.peak_method;
-      j["kx_prefill"] = r.prefill_weight_bytes > 0 ? "dnnl" : "native";
-      j["kx_prefill_weight_bytes"] = r.prefill_weight_bytes;
-      j["kx_ceiling_compute_ts"] = r.CeilingComputeTs();
-      j["kx_fraction_of_ceiling"] = r.FractionOfCeiling();
+    j["kx_graph_parts"] = r.graph_parts;
+    j["kx_tiered"] = r.tiered;
+    if (r.tiered) {
+      j["kx_policy"] = r.policy;
+      j["kx_io_backend"] = r.io_backend;
+      j["kx_slots_per_layer"] = r.slots_per_layer;
+      j["kx_groups_per_layer"] = r.groups_per_layer;
+      j["kx_hit_rate"] = r.hit_rate;
+      j["kx_needed_fraction"] = r.needed_fraction;
+      j["kx_read_bytes_per_token"] = r.read_bytes_per_token;
+      j["kx_read_ops_per_token"] = r.read_ops_per_token;
+      j["kx_io_wait_ms_per_token"] = r.io_wait_ms_per_token;
+      j["kx_ffn_ms_per_token"] = r.ffn_ms_per_token;
+      j["kx_lambda_mean"] = r.lambda_mean;
     }
-    if (!r.profile.empty()) {
-      nlohmann::json ops = nlohmann::json::array();
-      for (const OpTime& op : r.profile) {
-        ops.push_back({{"op", op.name},
-                       {"ms_per_token", op.ms_per_token},
-                       {"calls_per_token", op.calls_per_token},
-                       {"percent", op.percent}});
-      }
-      j["kx_profile"] = ops;
-    }
-    all.push_back(j);
   }
-  absl::FPrintF(out, "%s\n", all.dump(2).c_str());
+  if (r.n_prompt > 0) {
+    j["kx_flops_per_token"] = r.flops_per_token;
+    j["kx_peak_gflops"] = r.peak_gflops;
+    j["kx_peak_method"] = r.peak_method.empty() ? run.peak_method : r.peak_method;
+    j["kx_prefill"] = r.prefill_weight_bytes > 0 ? "dnnl" : "native";
+    j["kx_prefill_weight_bytes"] = r.prefill_weight_bytes;
+    j["kx_ceiling_compute_ts"] = r.CeilingComputeTs();
+    j["kx_fraction_of_ceiling"] = r.FractionOfCeiling();
+  }
+  if (!r.profile.empty()) {
+    nlohmann::ordered_json ops = nlohmann::ordered_json::array();
+    for (const OpTime& op : r.profile) {
+      ops.push_back({{"op", op.name},
+                     {"ms_per_token", op.ms_per_token},
+                     {"calls_per_token", op.calls_per_token},
+                     {"percent", op.percent}});
+    }
+    j["kx_profile"] = ops;
+  }
+  return j;
+}
+
+// A CSV field: quoted, with quotes doubled (RFC 4180); strings as they are, numbers and
+// booleans as JSON writes them.
+std::string CsvField(const nlohmann::ordered_json& v) {
+  const std::string text = v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump();
+  std::string quoted = "\"";
+  for (char c : text) {
+    quoted += c;
+    if (c == '"') quoted += '"';
+  }
+  return quoted + "\"";
+}
+
+}  // namespace
+
+void PrintCsv(const RunInfo& run, const std::vector<TestResult>& results, std::FILE* out) {
+  std::vector<nlohmann::ordered_json> rows;
+  std::vector<std::string> columns;
+  for (const TestResult& r : results) {
+    rows.push_back(TestObject(run, r));
+    for (const auto& [key, value] : rows.back().items()) {
+      if (value.is_structured()) continue;  // samples, profile: json and jsonl only
+      if (std::find(columns.begin(), columns.end(), key) == columns.end()) columns.push_back(key);
+    }
+  }
+  std::string line;
+  for (const std::string& c : columns) line += (line.empty() ? "" : ",") + c;
+  absl::FPrintF(out, "%s\n", line);
+  for (const nlohmann::ordered_json& row : rows) {
+    line.clear();
+    for (size_t i = 0; i < columns.size(); ++i) {
+      if (i > 0) line += ',';
+      line += row.contains(columns[i]) ? CsvField(row[columns[i]]) : "\"\"";
+    }
+    absl::FPrintF(out, "%s\n", line);
+  }
+  std::fflush(out);
+}
+
+void PrintJson(const RunInfo& run, const std::vector<TestResult>& results, std::FILE* out) {
+  nlohmann::ordered_json all = nlohmann::ordered_json::array();
+  for (const TestResult& r : results) all.push_back(TestObject(run, r));
+  absl::FPrintF(out, "%s\n", all.dump(2));
+  std::fflush(out);
+}
+
+void PrintJsonl(const RunInfo& run, const std::vector<TestResult>& results, std::FILE* out) {
+  for (const TestResult& r : results) absl::FPrintF(out, "%s\n", TestObject(run, r).dump());
   std::fflush(out);
 }
 

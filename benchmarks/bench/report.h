@@ -1,5 +1,6 @@
-// kairox-bench's results and their two output formats: a markdown table like
-// llama-bench's, and llama-bench-compatible JSON with kairox's own fields.
+// kairox-bench's results and their output formats: a markdown table like llama-bench's
+// (md), and the machine formats with llama-bench's field names plus kairox's own (kx_*):
+// csv, json (one array) and jsonl (one object per line).
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,7 @@ struct TestResult {
   int n_prompt = 0;
   int n_gen = 0;
   int n_depth = 0;
+  int n_threads = 0;
   bool e2e = false;  // tg with sampling included
   std::vector<int64_t> samples_ns;
 
@@ -78,8 +80,11 @@ struct TestResult {
 
 struct RunInfo {
   ModelInfo model;
-  int n_threads = 0;
   int n_batch = 0;
+  std::string kv_type = "f16";  // llama-bench's type_k and type_v
+  int n_gpu_layers = 0;         // layers on the device
+  std::string gpu_info;         // the device's name, "" on the CPU alone
+  std::string version;          // kairox's
   std::string isa;
   std::string cpu_info;
   std::string test_time;  // ISO 8601, UTC
@@ -90,6 +95,13 @@ struct RunInfo {
 };
 
 void PrintMarkdown(const RunInfo& run, const std::vector<TestResult>& results, std::FILE* out);
+// A header line, then a line per test; every value quoted, as llama-bench writes them. The
+// columns are the union of the tests' scalar fields (llama-bench's first), in a fixed order;
+// a field a test does not have is "".
+void PrintCsv(const RunInfo& run, const std::vector<TestResult>& results, std::FILE* out);
+// An array of objects (json) or one object per line (jsonl); the same fields as csv plus the
+// samples (samples_ns, samples_ts) and the per-op profile (kx_profile).
 void PrintJson(const RunInfo& run, const std::vector<TestResult>& results, std::FILE* out);
+void PrintJsonl(const RunInfo& run, const std::vector<TestResult>& results, std::FILE* out);
 
 }  // namespace kx::bench
