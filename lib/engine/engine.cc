@@ -339,6 +339,15 @@ absl::Status Engine::Eval(std::span<const int32_t> tokens, bool all_logits) {
     return absl::CancelledError(absl::StrCat("evaluation stopped by its abort check after ",
                                              m.eval_done, " of ", n, " tokens"));
   }
+  if (m.sparse != nullptr) {
+    // Bytes read in place (mapped) or by the tier come from a file verified
+    // at open; a write to it since means this evaluation may have used others.
+    if (absl::Status st = m.sparse->sidecar().CheckUnchanged(); !st.ok()) {
+      m.n_past = n_past_before;
+      m.n_logit_rows = 0;
+      return st;
+    }
+  }
   m.profiled_tokens += n;
   return absl::OkStatus();
 }

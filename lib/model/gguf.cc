@@ -166,6 +166,7 @@ class GgufFile::Parser {
       } else {
         KX_RETURN_IF_ERROR(SkipScalar(type, ctx));
       }
+      e.value_end = pos_;
       if (!f_.kv_index_.emplace(key, f_.kvs_.size()).second) {
         return absl::InvalidArgumentError(absl::StrCat("duplicate metadata ", ctx));
       }

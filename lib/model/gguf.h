@@ -165,6 +165,11 @@ class GgufFile {
   size_t num_kv() const { return kvs_.size(); }
   std::string_view KeyAt(size_t i) const;
   GgufType TypeAt(size_t i) const;
+  // The i-th value's bytes as stored after its type field (scalars, strings
+  // with their length, arrays with element type and count): what
+  // GgufWriter::RawValueAt gives for the same value, so a digest over the
+  // metadata is the same whether computed from a writer or from a file.
+  std::string_view RawValueAt(size_t i) const;
   // A short printable value: strings quoted and cut, arrays as
   // "[type × count] first, few, ...". At most about max_chars characters.
   std::string ValueToString(size_t i, size_t max_chars = 80) const;
@@ -187,6 +192,7 @@ class GgufFile {
     GgufType type;
     uint64_t value;  // file offset of the value (scalars, strings)
     uint64_t array;  // index into arrays_ for arrays
+    uint64_t value_end = 0;  // file offset one past the value's last byte
   };
   class Parser;
   friend class Parser;

@@ -348,6 +348,12 @@ GgufType GgufFile::TypeAt(size_t i) const {
   return kvs_[i].type;
 }
 
+std::string_view GgufFile::RawValueAt(size_t i) const {
+  KX_CHECK(i < kvs_.size());
+  const KvEntry& e = kvs_[i];
+  return {reinterpret_cast<const char*>(data_ + e.value), e.value_end - e.value};
+}
+
 const GgufTensorInfo* GgufFile::FindTensor(std::string_view name) const {
   auto it = tensor_index_.find(name);
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];

@@ -73,6 +73,13 @@ class GgufWriter {
                              const void* data, uint64_t bytes);
 
   size_t num_kv() const { return kvs_.size(); }
+  // The metadata in the order it is written (a digest over it, as the
+  // sidecar's kairox.sha256.meta; GgufFile::RawValueAt reads the same bytes).
+  std::string_view KeyAt(size_t i) const { return kvs_[i].key; }
+  GgufType TypeAt(size_t i) const { return kvs_[i].type; }
+  std::string_view RawValueAt(size_t i) const {
+    return {reinterpret_cast<const char*>(kvs_[i].value.data()), kvs_[i].value.size()};
+  }
   size_t num_tensors() const { return tensors_.size(); }
 
   // The whole file in memory.

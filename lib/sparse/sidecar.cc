@@ -1,7 +1,13 @@
 #include "sparse/sidecar.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "absl/strings/match.h"
@@ -11,6 +17,7 @@
 #include "model/llama_ffn_activation.h"
 #include "model/model.h"
 #include "sparse/grouping.h"
+#include "sparse/sidecar_verify.h"
 
 namespace kx::sparse {
 namespace {
@@ -39,7 +46,60 @@ absl::StatusOr<const uint8_t*> Tensor(const GgufFile& f, const std::string& name
   return f.TensorData(*t);
 }
 
+// The hash pass over one layer: value ranges first (a more precise message
+// than the digest's), then the digest over the same bytes, still in cache.
+absl::Status VerifyLayer(const GgufFile& f, int l) {
+  const std::string key = LayerHashKey(l);
+  if (!f.HasKey(key)) return absl::InvalidArgumentError(absl::StrCat("no content hash ", key));
+  KX_ASSIGN_OR_RETURN(std::string_view want, f.GetString(key));
+  LayerDigest digest;
+  for (std::string_view what : kLayerHashedTensors) {
+    const std::string name = LayerKey(l, what);
+    const GgufTensorInfo* t = f.FindTensor(name);
+    if (t == nullptr) continue;  // Open required the ones that must exist
+    const uint8_t* data = f.TensorData(*t);
+    const uint64_t n = static_cast<uint64_t>(t->n_elements());
+    if (what == "freq") {
+      KX_RETURN_IF_ERROR(CheckFrequencies(reinterpret_cast<const float*>(data), n, name));
+    } else if (what == "pred.w1" || what == "pred.w2") {
+      KX_RETURN_IF_ERROR(CheckF16Finite(reinterpret_cast<const uint16_t*>(data), n, name));
+    } else if (what == "pred.b1" || what == "pred.b2") {
+      KX_RETURN_IF_ERROR(CheckF32Finite(reinterpret_cast<const float*>(data), n, name));
+    }
+    digest.Add(what, data, t->size_bytes);
+  }
+  if (digest.Hex() != want) {
+    return absl::DataLossError(absl::StrCat(
+        "layer ", l, "'s bytes (blk.", l, ".kairox.*) do not match their hash ", key,
+        ": the file is damaged or was changed after kairox-prepare wrote it"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+Sidecar::~Sidecar() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+absl::Status Sidecar::CheckUnchanged() const {
+  struct stat st;
+  if (fd_ < 0) return absl::OkStatus();
+  if (::fstat(fd_, &st) != 0) {
+    return absl::DataLossError(absl::StrCat("sidecar ", path_, ": ", std::strerror(errno)));
+  }
+  const int64_t mtime_ns =
+      static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  if (static_cast<uint64_t>(st.st_size) != stamp_size_ || mtime_ns != stamp_mtime_ns_) {
+    return absl::DataLossError(absl::StrCat(
+        "sidecar ", path_, " was written to during the session (size ", stamp_size_, " -> ",
+        st.st_size, " bytes, mtime changed: ", mtime_ns != stamp_mtime_ns_ ? "yes" : "no",
+        "); the bytes this session reads are no longer the ones verified when it was opened. "
+        "Stop writing to it (kairox-prepare replaces a sidecar by rename, which running sessions "
+        "never see) and start again"));
+  }
+  return absl::OkStatus();
+}
 
 std::string ActivationRuleFor(FfnActivation act) {
   return IsReluFamily(act) ? std::string(FfnActivationName(act)) : std::string("cats");
@@ -74,6 +134,34 @@ absl::Status WriteSidecar(const SidecarData& d, const std::string& path) {
   for (int l = 0; l < d.n_layer; ++l) {
     const SidecarLayerData& L = d.layers[l];
     const int64_t n_ff = d.n_ff;
+    // What Open would refuse is refused here, so prepare fails loudly
+    // instead of writing a file no session can open.
+    for (float t : L.thresholds) {
+      if (!(t >= 0.0f && t <= kMaxSidecarThreshold)) {
+        return absl::InternalError(absl::StrCat("sidecar data: layer ", l, " threshold ", t,
+                                                " is outside [0, ", kMaxSidecarThreshold, "]"));
+      }
+    }
+    KX_RETURN_IF_ERROR(CheckFrequencies(L.freq.data(), L.freq.size(), LayerKey(l, "freq")));
+    if (L.has_predictor) {
+      KX_RETURN_IF_ERROR(CheckF16Finite(L.w1.data(), L.w1.size(), LayerKey(l, "pred.w1")));
+      KX_RETURN_IF_ERROR(CheckF16Finite(L.w2t.data(), L.w2t.size(), LayerKey(l, "pred.w2")));
+      KX_RETURN_IF_ERROR(CheckF32Finite(L.b1.data(), L.b1.size(), LayerKey(l, "pred.b1")));
+      KX_RETURN_IF_ERROR(CheckF32Finite(L.b2.data(), L.b2.size(), LayerKey(l, "pred.b2")));
+    }
+    // The same bytes, in kLayerHashedTensors order, as the tensors below.
+    LayerDigest digest;
+    digest.Add("perm", L.perm.data(), L.perm.size() * sizeof(int32_t));
+    digest.Add("freq", L.freq.data(), L.freq.size() * sizeof(float));
+    digest.Add("thresholds", L.thresholds.data(), L.thresholds.size() * sizeof(float));
+    digest.Add("bundles", L.bundles.data(), L.bundles.size());
+    if (L.has_predictor) {
+      digest.Add("pred.w1", L.w1.data(), L.w1.size() * sizeof(uint16_t));
+      digest.Add("pred.b1", L.b1.data(), L.b1.size() * sizeof(float));
+      digest.Add("pred.w2", L.w2t.data(), L.w2t.size() * sizeof(uint16_t));
+      digest.Add("pred.b2", L.b2.data(), L.b2.size() * sizeof(float));
+    }
+    w.SetString(LayerHashKey(l), digest.Hex());
     KX_RETURN_IF_ERROR(w.AddTensorView(LayerKey(l, "perm"), GgmlType::kI32, {n_ff},
                                        L.perm.data(), n_ff * sizeof(int32_t)));
     KX_RETURN_IF_ERROR(w.AddTensorView(LayerKey(l, "freq"), GgmlType::kF32, {n_ff},
@@ -100,6 +188,7 @@ absl::Status WriteSidecar(const SidecarData& d, const std::string& path) {
       w.SetF32(LayerKey(l, "pred.threshold"), L.pred_threshold);
     }
   }
+  w.SetString(kSidecarMetaHashKey, MetadataSha256(w));  // last: it covers every other key
   return w.WriteFile(path);
 }
 
@@ -127,6 +216,32 @@ absl::StatusOr<std::unique_ptr<const Sidecar>> Sidecar::Open(const std::string& 
     return bad(absl::StrCat("format version ", version, ", this kairox reads version ",
                             kSidecarVersion));
   }
+  // The metadata digest before any key is interpreted: a changed key (a
+  // layout name, a bundle type, a threshold) would otherwise be read as
+  // meant. Cheap (the metadata is a few KB), so checked on every open.
+  if (!f.HasKey(kSidecarMetaHashKey)) {
+    return bad(absl::StrCat("no content hash (", kSidecarMetaHashKey, ")"));
+  }
+  KX_ASSIGN_OR_RETURN(std::string_view meta_hash, f.GetString(kSidecarMetaHashKey));
+  const std::string meta_hex = MetadataSha256(f);
+  if (meta_hex != meta_hash) {
+    return bad(absl::StrCat("its metadata does not match its hash ", kSidecarMetaHashKey,
+                            ": a key was changed after kairox-prepare wrote the file"));
+  }
+  // The file as it is now; the engine compares against this after every
+  // evaluation (CheckUnchanged), and the verified cache is keyed by it.
+  s->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (s->fd_ < 0) {
+    return absl::InternalError(absl::StrCat("sidecar ", path, ": ", std::strerror(errno)));
+  }
+  KX_ASSIGN_OR_RETURN(FileStamp stamp, StampOf(s->fd_, path));
+  if (stamp.size != f.file_size()) {
+    return bad("the file changed while it was being opened");
+  }
+  s->stamp_size_ = stamp.size;
+  s->stamp_mtime_ns_ = stamp.mtime_ns;
+  s->verified_from_cache_ = VerifiedCacheContains(stamp, meta_hex);
+  if (!s->verified_from_cache_) CountSidecarHashPass();
   KX_ASSIGN_OR_RETURN(std::string_view arch, f.GetString("kairox.model.arch"));
   KX_ASSIGN_OR_RETURN(uint64_t n_layer, f.GetUint("kairox.model.n_layer"));
   KX_ASSIGN_OR_RETURN(uint64_t n_embd, f.GetUint("kairox.model.n_embd"));
@@ -218,8 +333,12 @@ absl::StatusOr<std::unique_ptr<const Sidecar>> Sidecar::Open(const std::string& 
       if (!p.ok()) return wrap(p.status());
       const auto* t = reinterpret_cast<const float*>(*p);
       L.thresholds.assign(t, t + n_levels);
-      for (float v : L.thresholds) {
-        if (!std::isfinite(v) || v < 0.0f) return bad(absl::StrCat("layer ", l, ": bad threshold"));
+      for (size_t i = 0; i < L.thresholds.size(); ++i) {
+        const float v = L.thresholds[i];
+        if (!(v >= 0.0f && v <= kMaxSidecarThreshold)) {
+          return bad(absl::StrCat(LayerKey(l, "thresholds"), "[", i, "] is ", v,
+                                  ", outside [0, ", kMaxSidecarThreshold, "]"));
+        }
         if (rule_fixes_thresholds && v != rule_threshold) {
           return bad(absl::StrCat("layer ", l, ": threshold ", v, ", but the ",
                                   s->activation_rule_, " rule of this model needs ",
@@ -304,7 +423,11 @@ absl::StatusOr<std::unique_ptr<const Sidecar>> Sidecar::Open(const std::string& 
       L.predictor.b2 = reinterpret_cast<const float*>(*b2);
       L.predictor.threshold = static_cast<float>(*thr);
     }
+    if (!s->verified_from_cache_) {
+      if (absl::Status st = VerifyLayer(f, l); !st.ok()) return bad(std::string(st.message()));
+    }
   }
+  if (!s->verified_from_cache_) VerifiedCacheAdd(stamp, meta_hex);
   return std::unique_ptr<const Sidecar>(std::move(s));
 }
 

@@ -22,6 +22,9 @@
 //          kairox.predictor.input        str   "adjacent": layer l+1's predictor reads layer l's
 //                                              FFN input; layer 0's reads its own
 //          kairox.calibration            str   JSON: data source, tokens, seed, timings
+//          kairox.sha256.meta            str   SHA-256 over every other key (type and raw
+//                                              value bytes, in file order;
+//                                              sidecar_verify.h MetadataSha256)
 //   per layer N (neurons in the sidecar's permuted, group-major order:
 //   position i = group i/GS, slot i%GS, original neuron perm[i]):
 //          blk.N.kairox.perm             I32 [n_ff]      the permutation
@@ -34,6 +37,13 @@
 //                                decode adds rank scaled rows; columns permuted),
 //                                .b2 F32 [n_ff] (permuted)
 //          blk.N.kairox.pred.threshold   f32   probability threshold of the predictor
+//          blk.N.kairox.sha256           str   SHA-256 over layer N's tensors above (name,
+//                                              byte count, bytes; sidecar_verify.h)
+// Open checks the metadata digest first, then each layer's structure, then
+// (one pass, skipped when the verified-sidecar cache has this file's path,
+// size, mtime and inode) each layer's digest and value ranges: predictor
+// weights and biases finite, frequencies in [0, 1]. Thresholds (finite, in
+// [0, kMaxSidecarThreshold]) are checked on every open.
 // The file is aligned to 4096 bytes so each layer's bundles start on a page
 // (O_DIRECT reads of groups need no copy of the file's head).
 #pragma once
@@ -56,7 +66,11 @@ namespace kx::sparse {
 
 // 2: kairox.down_layout (version 1 sidecars were all "rows"); pred.w2 stored
 //    transposed (rank rows of n_ff).
-inline constexpr uint32_t kSidecarVersion = 2;
+// 3: content digests (kairox.sha256.meta, blk.N.kairox.sha256). Version 2
+//    files are refused with the kairox-prepare command that rebuilds them:
+//    a sidecar is derived from the model in minutes, and reading one whose
+//    bytes cannot be checked is how damage turned into different text.
+inline constexpr uint32_t kSidecarVersion = 3;
 inline constexpr uint64_t kSidecarAlignment = 4096;
 
 // `<model path without .gguf>.kairox.gguf`.
@@ -139,6 +153,18 @@ class Sidecar {
   uint64_t PredictorBytes() const;
   // Bytes of all bundles over all layers.
   uint64_t BundleBytes() const;
+  // True when Open skipped the per-layer hash pass because the
+  // verified-sidecar cache already had this file (sidecar_verify.h).
+  bool verified_from_cache() const { return verified_from_cache_; }
+  // OK while the file is the one verified at Open; DataLoss naming the file
+  // once it was written to in place (size or mtime changed): its mapped or
+  // read bytes are no longer the verified ones. One fstat; the engine calls
+  // it after every evaluation.
+  absl::Status CheckUnchanged() const;
+
+  ~Sidecar();
+  Sidecar(const Sidecar&) = delete;
+  Sidecar& operator=(const Sidecar&) = delete;
 
  private:
   Sidecar() = default;
@@ -151,6 +177,10 @@ class Sidecar {
   std::string activation_rule_;
   std::string calibration_;
   std::vector<Layer> layers_;
+  int fd_ = -1;  // kept open to fstat the file the session reads
+  uint64_t stamp_size_ = 0;
+  int64_t stamp_mtime_ns_ = 0;
+  bool verified_from_cache_ = false;
 };
 
 }  // namespace kx::sparse
