@@ -31,6 +31,8 @@ constexpr const char* kDescription =
     "kairox-chat: chat with a model using its chat template. Commands: /reset (forget the\n"
     "conversation), /stats (speed and context use), /exit (or Ctrl-D). Ctrl-C stops the\n"
     "current answer. When stdin is not a terminal, one prompt is read from it and answered.\n"
+    "At a terminal the line is edited with libedit (~/.editrc) and Up/Down walk the history,\n"
+    "$XDG_STATE_HOME/kairox/chat_history (KAIROX_CHAT_HISTORY=PATH, or off for none).\n"
     "Sampling defaults are the library's (as in kairox-cli and the C ABI).";
 
 constexpr int32_t kDefaultCtx = 4096;
