@@ -108,8 +108,12 @@ kx_status SessionEval(kx_session* s, const int32_t* tokens, size_t n, bool all_l
     s->n_logits = 0;
     s->n_evaluated = 0;
     s->engine->TruncateKv(static_cast<int>(s->tokens.size()));
-    // DataLoss: a file the session reads (the sidecar) changed or failed under it.
-    return FromAbsl(st, "eval", absl::IsDataLoss(st) ? KX_STATUS_IO_ERROR : KX_STATUS_INTERNAL);
+    // NaN/inf logits: the model's weights are damaged. DataLoss otherwise: a file the
+    // session reads (the sidecar) changed or failed under it.
+    return FromAbsl(st, "eval",
+                    kx::IsNonFiniteLogits(st) ? KX_STATUS_INVALID_MODEL
+                    : absl::IsDataLoss(st)    ? KX_STATUS_IO_ERROR
+                                              : KX_STATUS_INTERNAL);
   }
   s->tokens.insert(s->tokens.end(), tokens, tokens + n);
   if (n > 0) {

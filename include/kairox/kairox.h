@@ -315,7 +315,10 @@ enum { KX_EVAL_ALL_LOGITS = 1 /* keep logits of every token, not only the last *
 /* Appends `tokens` after the session's n_past tokens and evaluates them. Fails, changing
  * nothing, with CONTEXT_FULL when they do not fit or INVALID_ARGUMENT for an id out of
  * range. CANCELLED when the progress callback stopped it: the KV cache and token history
- * are as before the call, but the logits are gone (as after kx_session_truncate). A call
+ * are as before the call, but the logits are gone (as after kx_session_truncate). Likewise
+ * INVALID_MODEL when the model's logits came out NaN or inf (damaged weights; the message
+ * names the token position) and IO_ERROR when the sidecar was written to since the model was
+ * loaded, or a read of it failed (docs/validation.md). A call
  * with more than one token counts as prompt processing in the statistics.
  * Example: stopping a long prompt from another thread or a signal handler:
  *

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <thread>
 
+#include "absl/strings/cord.h"
 #include "base/log.h"
 #include "base/size_parse.h"
 #include "device/open_device.h"
@@ -24,6 +25,42 @@ int DefaultThreads() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
   return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// Marks Eval's non-finite-logits error (IsNonFiniteLogits).
+constexpr char kNonFiniteLogitsPayload[] = "kairox/non-finite-logits";
+
+// The first of `rows` rows of `width` floats holding NaN or inf, or -1.
+int FirstNonFiniteRow(const float* v, int rows, size_t width) {
+  for (int r = 0; r < rows; ++r) {
+    const float* row = v + static_cast<size_t>(r) * width;
+    float acc = 0.0f;
+    for (size_t i = 0; i < width; ++i) acc += row[i] * 0.0f;  // NaN iff one is NaN or inf
+    if (acc != 0.0f) return r;
+  }
+  return -1;
+}
+
+// Of the rows a forward pass just produced logits for, the first that is not
+// finite, or -1: the logits themselves, and on the CPU head the normalized
+// hidden states they came from (`xn`), since the LM head's matmul quantizes
+// its input and can turn a NaN there into finite garbage. ~vocab + n_embd
+// floats per kept row, next to the megabytes of weights a token reads.
+int FirstBadLogitRow(const Engine::Impl& m, const float* logits, int rows, const float* xn) {
+  const int bad_logit = FirstNonFiniteRow(logits, rows, m.hp.n_vocab);
+  const bool cpu_head = m.device == nullptr || !m.device->head();
+  const int bad_xn = cpu_head ? FirstNonFiniteRow(xn, rows, m.hp.n_embd) : -1;
+  if (bad_logit < 0) return bad_xn;
+  return bad_xn < 0 ? bad_logit : std::min(bad_logit, bad_xn);
+}
+
+absl::Status NonFiniteLogitsError(int pos) {
+  absl::Status st = absl::DataLossError(absl::StrCat(
+      "the model produced non-finite logits (NaN or inf) for the token at position ", pos,
+      ": its weights hold NaN/inf values (e.g. output_norm.weight) or its arithmetic "
+      "overflowed; refusing to sample from them"));
+  st.SetPayload(kNonFiniteLogitsPayload, absl::Cord("1"));
+  return st;
 }
 
 }  // namespace
@@ -209,10 +246,26 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
   }
   impl->act.resize(2 * B * act_row + 64);
   impl->logits.resize(hp.n_vocab);
-  KX_RETURN_IF_ERROR(impl->ram->Reserve("scratch", impl->ScratchBytes()));
+  // What every session holds before any sidecar data: a budget below it is refused naming that
+  // minimum and its parts (docs/tiers.md), not only the entry that happened to overflow.
+  const auto too_small = [&](const absl::Status& st) {
+    const uint64_t scratch = impl->ScratchBytes(), tables = impl->model->TableBytes();
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "RAM budget ", FormatBytes(impl->ram->limit()),
+        " is too small: this session needs at least ", FormatBytes(2 * kv_bytes + scratch + tables),
+        " before any sidecar data (KV cache ", FormatBytes(2 * kv_bytes), " for n_ctx ",
+        impl->n_ctx, ", scratch ", FormatBytes(scratch), ", model tables ", FormatBytes(tables),
+        "); raise --ram-budget, or shrink the KV cache with -c or --kv-type q8_0 (",
+        st.message(), ")"));
+  };
+  if (absl::Status st = impl->ram->Reserve("scratch", impl->ScratchBytes()); !st.ok()) {
+    return too_small(st);
+  }
   // The model's tokenizer and GGUF index stay on the heap as long as the model does; no
   // session runs without them, so each session's budget holds them (docs/tiers.md).
-  KX_RETURN_IF_ERROR(impl->ram->Reserve("model tables", impl->model->TableBytes()));
+  if (absl::Status st = impl->ram->Reserve("model tables", impl->model->TableBytes()); !st.ok()) {
+    return too_small(st);
+  }
 
   if (options.sparse) {
     SparseConfig sc;
@@ -230,12 +283,23 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
     KX_ASSIGN_OR_RETURN(impl->sparse,
                         LoadSparseRuntime(*impl->model, options.sidecar, sc, *impl->kernels,
                                           n_threads, impl->n_batch, impl->ram.get()));
-    if (has_budget && impl->sparse == nullptr) {
-      Log().warn("--ram-budget without a sidecar: the budget is accounted, but there are no "
-                 "bundles to stream (run kairox-prepare)");
-    }
   } else if (!options.sidecar.empty() || !options.trace_path.empty()) {
     Log().warn("sparsity is off: the sidecar and the trace are not used");
+  }
+  if (has_budget && impl->sparse == nullptr) {
+    // A percentage is a share of the sidecar's bundles: without them it would limit nothing,
+    // and a user who asked for a limit would silently get none. A size still bounds the KV
+    // cache and scratch, so it only warns.
+    if (ram_spec.is_percent) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--ram-budget ", options.ram_budget,
+          " is a share of the sidecar's FFN bundles, and this session runs without a sidecar",
+          options.sparse ? " (none beside the model; build one with kairox-prepare)"
+                         : " (sparsity is off)",
+          "; give a size such as 512M to bound the KV cache and scratch"));
+    }
+    Log().warn("--ram-budget without a sidecar: the budget bounds the KV cache and scratch, but "
+               "there are no bundles to stream (run kairox-prepare)");
   }
   KX_RETURN_IF_ERROR(OpenDeviceLayers(*impl));
   // A percentage budget is the share of bundles plus what the rest needs:
@@ -304,9 +368,14 @@ absl::Status Engine::Eval(std::span<const int32_t> tokens, bool all_logits) {
         if (m.Aborting(0)) break;
         const bool want = dst != nullptr && i >= first_logit;
         m.sparse->BeginBatch(m.n_past);
-        m.ForwardBatch(tokens.data() + start + i, 1, want ? 0 : 1,
-                       want ? dst + static_cast<size_t>(i - first_logit) * vocab : nullptr);
+        float* row = want ? dst + static_cast<size_t>(i - first_logit) * vocab : nullptr;
+        m.ForwardBatch(tokens.data() + start + i, 1, want ? 0 : 1, row);
         m.n_past += 1;
+        if (want && !m.aborted && FirstBadLogitRow(m, row, 1, m.xn.data()) >= 0) {
+          m.n_past = n_past_before;
+          m.n_logit_rows = 0;
+          return NonFiniteLogitsError(n_past_before + start + i);
+        }
       }
       if (m.aborted) break;
       if (absl::Status st = m.sparse->status(); !st.ok()) {
@@ -326,6 +395,15 @@ absl::Status Engine::Eval(std::span<const int32_t> tokens, bool all_logits) {
     if (m.Aborting(0)) break;
     m.ForwardBatch(tokens.data() + start, count, first_logit, dst);
     if (m.aborted) break;  // between two layers: the batch is dropped below
+    if (dst != nullptr) {
+      const size_t d = static_cast<size_t>(m.hp.n_embd);
+      const int bad = FirstBadLogitRow(m, dst, count - first_logit, m.xn.data() + first_logit * d);
+      if (bad >= 0) {
+        m.n_past = n_past_before;
+        m.n_logit_rows = 0;
+        return NonFiniteLogitsError(n_past_before + start + first_logit + bad);
+      }
+    }
     m.n_past += count;
     if (m.device != nullptr && !m.device->status().ok()) {
       m.n_past -= start + count;
@@ -350,6 +428,10 @@ absl::Status Engine::Eval(std::span<const int32_t> tokens, bool all_logits) {
   }
   m.profiled_tokens += n;
   return absl::OkStatus();
+}
+
+bool IsNonFiniteLogits(const absl::Status& status) {
+  return !status.ok() && status.GetPayload(kNonFiniteLogitsPayload).has_value();
 }
 
 void Engine::SetAbortCheck(AbortCheck fn, void* ctx) {

@@ -111,6 +111,10 @@ struct OpProfile {
   int64_t tokens = 0;
 };
 
+// True for Eval's error when the model produced NaN or inf logits (the C
+// ABI reports it as KX_STATUS_INVALID_MODEL).
+bool IsNonFiniteLogits(const absl::Status& status);
+
 class Engine {
  public:
   // Loads the model at `model_path` and creates a session on it.
@@ -135,7 +139,10 @@ class Engine {
   // `all_logits`, logits of every token are kept (Logits(i)); otherwise
   // only the last token's. Fails (changing nothing) if the context would
   // overflow or a token id is out of range; Cancelled when the abort check
-  // stops it (n_past() as before the call, no logits).
+  // stops it (n_past() as before the call, no logits). DataLoss, likewise
+  // rolled back, when a kept logit row holds NaN or inf (damaged weights:
+  // IsNonFiniteLogits says which) or when the sidecar was written to since
+  // it was opened.
   absl::Status Eval(std::span<const int32_t> tokens, bool all_logits = false);
 
   // Polled by Eval on the evaluating thread before each batch and between

@@ -158,7 +158,7 @@ class GgufFile::Parser {
       }
       const std::string ctx = absl::StrCat("key ", Quote(key));
       KX_ASSIGN_OR_RETURN(GgufType type, ReadType(ctx));
-      KvEntry e{key, type, pos_, 0};
+      KvEntry e{key, type, pos_, 0, 0};
       if (type == GgufType::kArray) {
         e.array = f_.arrays_.size();
         f_.arrays_.emplace_back();

@@ -17,6 +17,9 @@ constexpr uint64_t kMaxLayers = 1024;
 constexpr uint64_t kMaxDim = 1 << 20;
 constexpr uint64_t kMaxVocab = 1 << 22;
 constexpr uint64_t kMaxCtx = 1 << 24;
+// RoPE bases in released models run from 1e4 to 1e7 (long-context Qwen);
+// beyond this every rotation but the first pair's is zero: a damaged file.
+constexpr double kMaxRopeFreqBase = 1e10;
 
 absl::StatusOr<int> GetDim(const GgufFile& f, const std::string& key, uint64_t max_value) {
   auto v = f.GetUint(key);
@@ -122,7 +125,11 @@ absl::Status ReadGemma3HParams(const GgufFile& f, const std::string& p, LlamaHPa
   }
   if (f.HasKey(p + "final_logit_softcapping")) {
     KX_ASSIGN_OR_RETURN(double cap, f.GetFloat(p + "final_logit_softcapping"));
-    if (!(cap >= 0.0)) return absl::InvalidArgumentError("final_logit_softcapping must be >= 0");
+    if (!(cap >= 0.0 && std::isfinite(cap))) {
+      return absl::InvalidArgumentError(absl::StrCat("model metadata: ", p,
+                                                     "final_logit_softcapping = ", cap,
+                                                     " must be finite and >= 0"));
+    }
     hp.final_logit_softcap = static_cast<float>(cap);
   }
   // The larger Gemma 3 models scale the global layers' positions; computing
@@ -240,12 +247,20 @@ absl::StatusOr<LlamaHParams> ReadLlamaHParams(const GgufFile& f) {
   }
   if (f.HasKey(p + "rope.freq_base")) {
     KX_ASSIGN_OR_RETURN(double base, f.GetFloat(p + "rope.freq_base"));
-    if (!(base > 1.0)) return absl::InvalidArgumentError("rope.freq_base must be > 1");
+    if (!(base > 1.0 && base <= kMaxRopeFreqBase)) {
+      return absl::InvalidArgumentError(absl::StrCat("model metadata: ", p, "rope.freq_base = ",
+                                                     base, " is out of range (1, ",
+                                                     kMaxRopeFreqBase, "]"));
+    }
     hp.rope_freq_base = static_cast<float>(base);
   }
   if (f.HasKey(p + "attention.layer_norm_rms_epsilon")) {
     KX_ASSIGN_OR_RETURN(double eps, f.GetFloat(p + "attention.layer_norm_rms_epsilon"));
-    if (!(eps > 0.0 && eps < 1.0)) return absl::InvalidArgumentError("rms epsilon out of range");
+    if (!(eps > 0.0 && eps < 1.0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model metadata: ", p, "attention.layer_norm_rms_epsilon = ", eps,
+          " is out of range (0, 1)"));
+    }
     hp.rms_eps = static_cast<float>(eps);
   }
   const GgufTensorInfo* embd = f.FindTensor("token_embd.weight");
@@ -254,6 +269,16 @@ absl::StatusOr<LlamaHParams> ReadLlamaHParams(const GgufFile& f) {
     return absl::InvalidArgumentError("token_embd.weight has an implausible vocabulary size");
   }
   hp.n_vocab = static_cast<int>(embd->ne[1]);
+  // Optional; when present it must say what the embedding holds (a file
+  // whose key disagrees with its tensors was not written by one converter).
+  if (f.HasKey(p + "vocab_size")) {
+    KX_ASSIGN_OR_RETURN(int vocab, GetDim(f, p + "vocab_size", kMaxVocab));
+    if (vocab != hp.n_vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("model metadata: ", p, "vocab_size = ", vocab,
+                                                     ", but token_embd.weight has ", hp.n_vocab,
+                                                     " rows"));
+    }
+  }
   hp.tied_output = f.FindTensor("output.weight") == nullptr;
   const ArchTraits traits = TraitsOf(hp.arch);
   hp.rope_style = traits.rope_style;

@@ -1,6 +1,8 @@
 // Tokenizer::FromGguf: reads the tokenizer.ggml.* keys into TokenizerData.
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+
 #include "model/gguf.h"
 #include "model/tokenizer.h"
 
@@ -40,20 +42,52 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& f
   }
   KX_ASSIGN_OR_RETURN(GgufArray tokens, f.GetArray("tokenizer.ggml.tokens"));
   KX_ASSIGN_OR_RETURN(std::vector<std::string_view> token_views, tokens.ToStrings());
+  // Every spelling is text the tokenizer matches and prints: an empty one
+  // can never be produced by encoding, and one with a NUL is cut short by
+  // every C string consumer (the C ABI's pieces among them).
+  for (size_t i = 0; i < token_views.size(); ++i) {
+    if (token_views[i].empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("gguf: tokenizer.ggml.tokens[", i, "] is an empty string"));
+    }
+    if (token_views[i].find('\0') != std::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("gguf: tokenizer.ggml.tokens[", i, "] contains a NUL byte"));
+    }
+  }
   d.tokens.assign(token_views.begin(), token_views.end());
   if (f.HasKey("tokenizer.ggml.token_type")) {
     KX_ASSIGN_OR_RETURN(GgufArray types, f.GetArray("tokenizer.ggml.token_type"));
     KX_ASSIGN_OR_RETURN(std::vector<int64_t> values, types.ToInts());
     d.token_types.reserve(values.size());
-    for (int64_t v : values) {
-      const bool known = v >= static_cast<int64_t>(TokenType::kUndefined) &&
-                         v <= static_cast<int64_t>(TokenType::kByte);
-      d.token_types.push_back(known ? static_cast<TokenType>(v) : TokenType::kNormal);
+    for (size_t i = 0; i < values.size(); ++i) {
+      const int64_t v = values[i];
+      if (v < static_cast<int64_t>(TokenType::kUndefined) ||
+          v > static_cast<int64_t>(TokenType::kByte)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "gguf: tokenizer.ggml.token_type[", i, "] = ", v, " is not a known token type (",
+            static_cast<int>(TokenType::kUndefined), "..", static_cast<int>(TokenType::kByte),
+            ")"));
+      }
+      d.token_types.push_back(static_cast<TokenType>(v));
     }
   }
   if (f.HasKey("tokenizer.ggml.merges")) {
     KX_ASSIGN_OR_RETURN(GgufArray merges, f.GetArray("tokenizer.ggml.merges"));
     KX_ASSIGN_OR_RETURN(std::vector<std::string_view> merge_views, merges.ToStrings());
+    // "left right": two non-empty parts and one space (byte-level BPE spells
+    // a space in a token as 'Ġ', so a token never holds one). A merge naming
+    // a token the vocabulary lacks stays a warning (Tokenizer::FromData):
+    // converters have written such files, and the merge can never apply.
+    for (size_t i = 0; i < merge_views.size(); ++i) {
+      const std::string_view m = merge_views[i];
+      const size_t space = m.find(' ');
+      if (space == std::string_view::npos || space == 0 || space + 1 == m.size() ||
+          m.find(' ', space + 1) != std::string_view::npos || m.find('\0') != std::string_view::npos) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "gguf: tokenizer.ggml.merges[", i, "] is not two tokens separated by one space"));
+      }
+    }
     d.merges.assign(merge_views.begin(), merge_views.end());
   }
   const bool spm = d.model == "llama";
