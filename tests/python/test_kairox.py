@@ -200,6 +200,30 @@ def test_sampler_parameters_out_of_range_are_refused(kwargs, name):
     assert name in str(e.value) and "range" in str(e.value)
 
 
+def test_integers_outside_their_c_type_are_refused_not_truncated(tiny_model_path):
+    # ctypes keeps the low bits: n_ctx 2**32 + 64 was a 64-token context, token 2**40 was 0.
+    with pytest.raises(ValueError, match=r"ram_budget must be in \[0, "):
+        kairox.Model(tiny_model_path, ram_budget=-1)
+    with pytest.raises(ValueError, match="n_threads"):
+        kairox.Model(tiny_model_path, n_threads=2**32 + 1)
+    with pytest.raises(TypeError, match="str, bytes or os.PathLike"):
+        kairox.Model(None)
+    model = kairox.Model(tiny_model_path)
+    with pytest.raises(ValueError, match="n_ctx must be in"):
+        model.session(n_ctx=2**32 + 64)
+    with pytest.raises(ValueError, match=r"tokens\[1\] must be in \[0, 2147483647\], got 1099511627776"):
+        model.session().eval([1, 2**40])
+    with pytest.raises(TypeError, match="tokens\\[0\\] must be an integer"):
+        model.session().eval(["a"])
+    with pytest.raises(ValueError, match="top_k"):
+        kairox.Sampler(top_k=2**40)
+    with pytest.raises(ValueError, match="tokens"):
+        model.detokenize([2**33])
+    s = model.session(n_ctx=64)
+    s.eval([1, 2, 3])
+    assert s.n_ctx == 64 and s.n_past == 3
+
+
 def test_device_sim_gives_the_cpu_logits(tiny_model_path):
     """The attention part and the LM head on the simulated GPU: the CPU's logits exactly."""
     model = kairox.Model(tiny_model_path, n_threads=2)

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import operator
+import os
 import queue
 import threading
 from dataclasses import dataclass
@@ -52,6 +54,29 @@ def _check(status: int) -> None:
 def version() -> str:
     """The library's version, "major.minor.patch"."""
     return C.lib().kx_version_string().decode()
+
+
+_I32_MAX = 2**31 - 1
+_U64_MAX = 2**64 - 1
+
+
+def _int(name: str, value: Any, lo: int, hi: int) -> int:
+    """`value` as an int in [lo, hi]: TypeError for what is not an integer (numpy integers
+    are), ValueError naming `name` and the range otherwise. ctypes would silently keep the
+    low bits of an int too large for its C type (2**32 + 64 → 64)."""
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
+    if not lo <= v <= hi:
+        raise ValueError(f"{name} must be in [{lo}, {hi}], got {v}")
+    return v
+
+
+def _token_array(name: str, tokens: Sequence[int]) -> Tuple[Any, int]:
+    """Token ids as a C int32 array (and their count), each checked to be in [0, 2**31 - 1]."""
+    ids = [_int(f"{name}[{i}]", t, 0, _I32_MAX) for i, t in enumerate(tokens)]
+    return (ctypes.c_int32 * max(len(ids), 1))(*ids), len(ids)
 
 
 _log_callback_ref: Any = None  # keeps the ctypes thunk alive while installed
@@ -131,6 +156,10 @@ class Model:
         reads the whole file into memory at load instead of mapping it (same results)."""
         lib = C.lib()
         self._handle: Optional[int] = None
+        path_bytes = os.fsencode(path)  # TypeError for what is not a path
+        n_threads = _int("n_threads", n_threads, 0, _I32_MAX)
+        ram_budget = _int("ram_budget", ram_budget, 0, _U64_MAX)
+        gpu_budget = _int("gpu_budget", gpu_budget, 0, _U64_MAX)
         opts = ctypes.c_void_p()
         _check(lib.kx_model_options_create(ctypes.byref(opts)))
         try:
@@ -151,7 +180,7 @@ class Model:
                 cb = C.PROGRESS_CALLBACK(thunk)
                 _check(lib.kx_model_options_set_progress_callback(opts, cb, None))
             handle = ctypes.c_void_p()
-            _check(lib.kx_model_load(path.encode(), opts, ctypes.byref(handle)))
+            _check(lib.kx_model_load(path_bytes, opts, ctypes.byref(handle)))
             self._handle = handle.value
         finally:
             lib.kx_model_options_free(opts)
@@ -207,13 +236,13 @@ class Model:
 
     def detokenize_bytes(self, tokens: Sequence[int], render_special: bool = False) -> bytes:
         """Token ids → raw bytes (may end inside a UTF-8 character)."""
-        ids = (ctypes.c_int32 * max(len(tokens), 1))(*tokens)
+        ids, n_ids = _token_array("tokens", tokens)
         flags = C.DETOKENIZE_RENDER_SPECIAL if render_special else 0
         n = ctypes.c_uint64()
         lib = C.lib()
-        _check(lib.kx_detokenize(self.handle, ids, len(tokens), flags, None, 0, ctypes.byref(n)))
+        _check(lib.kx_detokenize(self.handle, ids, n_ids, flags, None, 0, ctypes.byref(n)))
         buf = ctypes.create_string_buffer(n.value + 1)
-        _check(lib.kx_detokenize(self.handle, ids, len(tokens), flags, buf, n.value + 1,
+        _check(lib.kx_detokenize(self.handle, ids, n_ids, flags, buf, n.value + 1,
                                  ctypes.byref(n)))
         return buf.raw[:n.value]
 
@@ -223,6 +252,7 @@ class Model:
 
     def is_end_of_generation(self, token: int) -> bool:
         out = ctypes.c_int32()
+        token = _int("token", token, -2**31, _I32_MAX)
         _check(C.lib().kx_model_is_end_of_generation(self.handle, token, ctypes.byref(out)))
         return bool(out.value)
 
@@ -261,8 +291,11 @@ class Sampler:
         lib = C.lib()
         p = C.SamplerParams()
         _check(lib.kx_sampler_params_init(ctypes.byref(p), ctypes.sizeof(p)))
-        p.temperature, p.top_k, p.top_p, p.min_p = temperature, top_k, top_p, min_p
-        p.repeat_penalty, p.repeat_last_n, p.seed = repeat_penalty, repeat_last_n, seed
+        p.temperature, p.top_p, p.min_p = temperature, top_p, min_p
+        p.top_k = _int("top_k", top_k, -2**31, _I32_MAX)  # the library checks its own range
+        p.repeat_penalty = repeat_penalty
+        p.repeat_last_n = _int("repeat_last_n", repeat_last_n, -2**31, _I32_MAX)
+        p.seed = _int("seed", seed, 0, _U64_MAX)
         h = ctypes.c_void_p()
         _check(lib.kx_sampler_create(ctypes.byref(p), ctypes.byref(h)))
         self._handle: Optional[int] = h.value
@@ -278,15 +311,15 @@ class Sampler:
         return self._handle
 
     def reset(self, seed: int) -> None:
-        _check(C.lib().kx_sampler_reset(self.handle, seed))
+        _check(C.lib().kx_sampler_reset(self.handle, _int("seed", seed, 0, _U64_MAX)))
 
     def sample_logits(self, logits: Sequence[float], history: Sequence[int] = ()) -> int:
         """Draws a token id from a row of logits (a list or numpy array)."""
         row = (ctypes.c_float * len(logits))(*[float(x) for x in logits])
-        hist = (ctypes.c_int32 * max(len(history), 1))(*history)
+        hist, n_hist = _token_array("history", history)
         out = ctypes.c_int32()
         _check(C.lib().kx_sampler_sample_logits(self.handle, row, len(logits), hist,
-                                                len(history), ctypes.byref(out)))
+                                                n_hist, ctypes.byref(out)))
         return out.value
 
     def close(self) -> None:
@@ -334,7 +367,10 @@ class Session:
         lib = C.lib()
         p = C.SessionParams()
         _check(lib.kx_session_params_init(ctypes.byref(p), ctypes.sizeof(p)))
-        p.n_ctx, p.n_batch, p.n_threads, p.seed = n_ctx, n_batch, n_threads, seed
+        p.n_ctx = _int("n_ctx", n_ctx, 0, _I32_MAX)
+        p.n_batch = _int("n_batch", n_batch, 0, _I32_MAX)
+        p.n_threads = _int("n_threads", n_threads, 0, _I32_MAX)
+        p.seed = _int("seed", seed, 0, _U64_MAX)
         p.sidecar = sidecar.encode() if sidecar else None
         p.sparse = 0 if sparse else 1
         p.sparsity = sparsity
@@ -412,9 +448,9 @@ class Session:
 
     def eval(self, tokens: Sequence[int], all_logits: bool = False) -> None:
         """Appends and evaluates tokens (KairoxError CONTEXT_FULL if they do not fit)."""
-        ids = (ctypes.c_int32 * max(len(tokens), 1))(*tokens)
+        ids, n_ids = _token_array("tokens", tokens)
         with self._use() as h:
-            _check(C.lib().kx_session_eval(h, ids, len(tokens),
+            _check(C.lib().kx_session_eval(h, ids, n_ids,
                                            C.EVAL_ALL_LOGITS if all_logits else 0))
 
     def logits(self, index: int = -1, as_numpy: Optional[bool] = None) -> Any:
@@ -423,6 +459,7 @@ class Session:
         ptr = ctypes.POINTER(ctypes.c_float)()
         n = ctypes.c_int32()
         use_numpy = _has_numpy() if as_numpy is None else as_numpy
+        index = _int("index", index, -2**31, _I32_MAX)
         with self._use() as h:  # the row lives in the session: copied before release
             _check(C.lib().kx_session_get_logits(h, index, ctypes.byref(ptr), ctypes.byref(n)))
             if use_numpy:
@@ -464,7 +501,7 @@ class Session:
 
     def truncate(self, n_keep: int) -> None:
         with self._use() as h:
-            _check(C.lib().kx_session_truncate(h, n_keep))
+            _check(C.lib().kx_session_truncate(h, _int("n_keep", n_keep, 0, _I32_MAX)))
 
     def reset(self) -> None:
         """Clears the KV cache and re-seeds the default sampler."""
@@ -504,7 +541,7 @@ class Session:
         _check(lib.kx_generate_params_init(ctypes.byref(gp), ctypes.sizeof(gp)))
         stops = [s.encode() for s in stop]
         stop_arr = (ctypes.c_char_p * max(len(stops), 1))(*stops)
-        gp.max_tokens = max_tokens
+        gp.max_tokens = _int("max_tokens", max_tokens, -1, _I32_MAX)
         gp.stop_strings = stop_arr if stops else None
         gp.n_stop_strings = len(stops)
         abort = ctypes.c_int32(0)  # this generation's own: a later one never sees it set
