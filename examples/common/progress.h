@@ -1,5 +1,7 @@
 // A one-line progress bar on stderr for steps that take longer than a
-// second, drawn only when stderr is a terminal (logs and pipes stay clean).
+// second, drawn only when stderr is a terminal (logs and pipes stay clean);
+// and StageLines, one line per stage of a long job for when stderr is not a
+// terminal (a log or CI then shows that the job is alive and where it is).
 // Header-only, for the programs.
 //
 //   kx::cli::Progress bar("scoring chunks", n_chunks);
@@ -13,6 +15,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 namespace kx::cli {
 
@@ -60,6 +63,41 @@ class Progress {
   int64_t total_;
   bool enabled_;
   bool drawn_ = false;
+  std::chrono::steady_clock::time_point start_;
+};
+
+// "<program>: <stage> ..." when a stage starts and "<program>: <stage> done in S s" when the next
+// one starts or Finish is called.
+class StageLines {
+ public:
+  explicit StageLines(std::string program) : program_(std::move(program)) {}
+  StageLines(const StageLines&) = delete;
+  StageLines& operator=(const StageLines&) = delete;
+  ~StageLines() { Finish(); }
+
+  // Reports progress in `stage`; a line is printed only when the stage changes.
+  void Update(const std::string& stage) {
+    if (stage == stage_) return;
+    Finish();
+    stage_ = stage;
+    start_ = std::chrono::steady_clock::now();
+    std::fprintf(stderr, "%s: %s ...\n", program_.c_str(), stage_.c_str());
+    std::fflush(stderr);
+  }
+
+  // Closes the current stage, if any.
+  void Finish() {
+    if (stage_.empty()) return;
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    std::fprintf(stderr, "%s: %s done in %.1f s\n", program_.c_str(), stage_.c_str(), s);
+    std::fflush(stderr);
+    stage_.clear();
+  }
+
+ private:
+  std::string program_;
+  std::string stage_;
   std::chrono::steady_clock::time_point start_;
 };
 

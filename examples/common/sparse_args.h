@@ -19,15 +19,12 @@
 //   --vram-budget SIZE|PCT       the device memory kairox may use (default: all of it)
 //   -ngl N, --gpu-layers N, --n-gpu-layers N   at most N layers on the device (llama.cpp's meaning)
 //   --device-profile NAME        the sim device's hardware profile
-// WithSparse/ApplySparseArgs below are the same flags for the older kx::cli::Args parser, kept
-// while kairox-bench still uses it. Header-only, for the programs.
+// Header-only, for the programs.
 #pragma once
 
-#include <set>
 #include <string>
 
 #include "common/cli_app.h"
-#include "common/cli_args.h"
 
 namespace kx::cli {
 
@@ -124,73 +121,6 @@ void AddSparseOptions(CLI::App& app, Options* o) {
         ->type_name("NAME")
         ->group(device);
   }
-}
-
-// The older parser's spelling of the same flags (kairox-bench).
-inline const std::set<std::string>& SparseValueFlags() {
-  static const std::set<std::string> kFlags = {
-      "--sidecar",     "--sparsity", "--trace",        "--ram-budget",
-      "--policy",      "--tier-log", "--tier-miss",    "--device",
-      "--vram-budget", "-ngl",       "--n-gpu-layers", "--device-profile"};
-  return kFlags;
-}
-inline const std::set<std::string>& SparseSwitches() {
-  static const std::set<std::string> kFlags = {"--no-sparse", "--oracle", "--masked-dense",
-                                               "--no-prefetch"};
-  return kFlags;
-}
-inline std::set<std::string> WithSparse(std::set<std::string> flags, bool switches) {
-  for (const std::string& f : switches ? SparseSwitches() : SparseValueFlags()) flags.insert(f);
-  return flags;
-}
-
-inline constexpr char kSparseUsage[] =
-    "activation sparsity (a sidecar from kairox-prepare):\n"
-    "  --sidecar PATH        sidecar (default: <model>.kairox.gguf beside the model, if present)\n"
-    "  --no-sparse           run dense even when a sidecar exists\n"
-    "  --sparsity S          one of the sidecar's calibrated levels (default: its own)\n"
-    "  --oracle              threshold only, no predictor (computes every neuron)\n"
-    "  --masked-dense        dense kernels with masks (reference for the sparse kernels)\n"
-    "  --trace PATH          record predicted and actual active neurons per token and layer\n"
-    "memory tiers (docs/tiers.md):\n"
-    "  --ram-budget SIZE|PCT hard limit on the RAM the session owns (512M, 2G), or resident\n"
-    "                        bundles as a share of the sidecar's (50%); bundles are read\n"
-    "                        from the sidecar with O_DIRECT into the engine's own slots\n"
-    "  --policy NAME         resident groups under a budget: static, lru, lfu, tam, tam-t,\n"
-    "                        tam-adaptive (default), tam-t-adaptive (docs/tiers.md)\n"
-    "  --no-prefetch         read a layer's bundles when it runs, not one layer ahead\n"
-    "  --tier-log PATH       CSV per layer step: λ, resident, hits, reads, bytes, stalls\n"
-    "  --tier-miss read|skip a predicted group not resident: read it (default; exact) or\n"
-    "                        compute without it (only what the policy admits is read)\n"
-    "device (docs/device.md; the FFN stays on the CPU):\n"
-    "  --device D            cpu, cuda, sim (a simulated GPU, for testing) or auto (default:\n"
-    "                        cuda when a usable GPU is found, else cpu)\n"
-    "  --vram-budget SIZE|PCT device memory to use (4G, 50%; default: all of it)\n"
-    "  -ngl N, --n-gpu-layers N  at most N layers' attention on the device (-1: all that fit)\n"
-    "  --device-profile NAME the sim device's profile (rtx4090-pcie4, h100-pcie5, ...)\n";
-
-template <typename EngineOptions>
-void ApplySparseArgs(Args& args, EngineOptions* o) {
-  o->sidecar = args.Str("--sidecar", "", "");
-  o->sparse = !args.Has("--no-sparse");
-  o->sparsity = static_cast<float>(args.Float("--sparsity", "", -1.0));
-  if (args.Has("--sparsity") && !(o->sparsity >= 0.0f && o->sparsity < 1.0f)) {
-    args.Fail("--sparsity expects a number in [0, 1)");
-  }
-  o->use_predictor = !args.Has("--oracle");
-  o->masked_dense = args.Has("--masked-dense");
-  o->trace_path = args.Str("--trace", "", "");
-  o->ram_budget = args.Str("--ram-budget", "", "");
-  o->policy = args.Str("--policy", "", "tam-adaptive");
-  o->prefetch = !args.Has("--no-prefetch");
-  o->tier_log = args.Str("--tier-log", "", "");
-  const std::string miss = args.Str("--tier-miss", "", "read");
-  if (miss != "read" && miss != "skip") args.Fail("--tier-miss expects read or skip");
-  o->tier_skip_misses = miss == "skip";
-  o->device = args.Str("--device", "", "auto");
-  o->vram_budget = args.Str("--vram-budget", "", "");
-  o->n_gpu_layers = static_cast<int>(args.Int("-ngl", "--n-gpu-layers", -1, -1));
-  o->device_profile = args.Str("--device-profile", "", "");
 }
 
 }  // namespace kx::cli

@@ -24,7 +24,7 @@
 
 #include "base/status.h"
 #include "base/timer.h"
-#include "common/cli_args.h"
+#include "common/cli_app.h"
 #include "common/progress.h"
 #include "common/sparse_args.h"
 #include "engine/engine.h"
@@ -52,64 +52,53 @@ struct Args {
   EngineOptions engine;  // the sparsity flags
 };
 
-void PrintUsage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: kairox-perplexity -m MODEL -f TEXT [options]\n"
-               "\n"
-               "  -m, --model FILE      GGUF model\n"
-               "  -f, --file FILE       text to score (tokenized whole, no special tokens)\n"
-               "  -c, --ctx-size N      tokens per chunk (default %d); tokens [N/2, N) of each\n"
-               "                        chunk are scored\n"
-               "      --chunks K        score only the first K chunks (default: all)\n"
-               "  -t, --threads N       threads (default: all cores)\n"
-               "  -b, --batch-size N    tokens per prefill batch (default: the engine's)\n"
-               "      --tokens-json FILE  token ids to score instead of tokenizing -f: a JSON\n"
-               "                        list, {\"tokens\": [...]} or {\"chunks\": [[...], ...]}\n"
-               "  -h, --help            this help\n"
-               "      --version         print the version\n"
-               "%s"
-               "With a sidecar, batches run masked-dense (exactly the sparse model's\n"
-               "arithmetic, with dense kernels); -b 1 runs the sparse kernels.\n"
-               "\n"
-               "The last line of stdout is \"PPL = <value> +/- <estimated error>\".\n",
-               kDefaultContext, cli::kSparseUsage);
-}
+constexpr const char* kDescription =
+    "kairox-perplexity: perplexity of a model over a text, computed as llama.cpp's\n"
+    "llama-perplexity does: chunks of -c tokens, tokens [c/2, c) of each scored.\n"
+    "With a sidecar, batches run masked-dense (exactly the sparse model's arithmetic, with\n"
+    "dense kernels); -b 1 runs the sparse kernels.\n"
+    "The last line of stdout is \"PPL = <value> +/- <estimated error>\".";
 
-// Returns the parsed arguments; exit_now is set for --help/--version.
-absl::StatusOr<Args> ParseArgs(int argc, char** argv, bool& exit_now) {
-  constexpr long long kMaxCount = 1 << 30;
-  cli::Args args(argc, argv,
-                 cli::WithSparse({"-m", "--model", "-f", "--file", "--tokens-json", "-c",
-                                  "--ctx-size", "--chunks", "-t", "--threads", "-b",
-                                  "--batch-size"},
-                                 false),
-                 cli::WithSparse({"-h", "--help", "--version"}, true));
-  Args a;
-  exit_now = false;
-  if (args.ok() && args.Has("-h", "--help")) {
-    PrintUsage(stdout);
-    exit_now = true;
-    return a;
-  }
-  if (args.ok() && args.Has("--version")) {
+// Parses argv into *a. Returns cli::kContinue to go on, else the exit code (0 after --help or
+// --version, 1 after an error, which is printed).
+int ParseArgs(int argc, char** argv, Args* a) {
+  CLI::App app(kDescription, "kairox-perplexity");
+  cli::SetUp(app);
+  bool version = false;
+  app.add_option("-m,--model", a->model, "GGUF model")->type_name("FILE");
+  app.add_option("-f,--file", a->text_file, "text to score (tokenized whole, no special tokens)")
+      ->type_name("FILE");
+  cli::AddInt(app, "-c,--ctx-size", &a->n_ctx, 2, cli::kMaxContext,
+              "tokens per chunk; tokens [N/2, N) of each chunk are scored");
+  cli::AddInt(app, "--chunks", &a->n_chunks, 1, cli::kMaxCount,
+              "score only the first K chunks (default: all)")
+      ->default_str("all");
+  cli::AddInt(app, "-t,--threads", &a->n_threads, 1, cli::kMaxThreads,
+              "threads (default: all cores)")
+      ->default_str("all cores");
+  cli::AddInt(app, "-b,--batch-size", &a->n_batch, 1, cli::kMaxContext,
+              "tokens per prefill batch (default: the engine's)")
+      ->default_str("the engine's");
+  app.add_option("--tokens-json", a->tokens_json,
+                 "token ids to score instead of tokenizing -f: a JSON list, {\"tokens\": [...]} "
+                 "or {\"chunks\": [[...], ...]}")
+      ->type_name("FILE");
+  app.add_flag("--version", version, "print the version and exit");
+  cli::AddSparseOptions(app, &a->engine);
+  if (const int rc = cli::Parse(app, argc, argv); rc != cli::kContinue) return rc;
+  if (version) {
     std::printf("kairox-perplexity %s\n", KX_VERSION_STRING);
-    exit_now = true;
-    return a;
+    return 0;
   }
-  a.model = args.Str("-m", "--model", "");
-  a.text_file = args.Str("-f", "--file", "");
-  a.tokens_json = args.Str("--tokens-json", "", "");
-  a.n_ctx = static_cast<int>(args.Int("-c", "--ctx-size", a.n_ctx, 2, kMaxCount));
-  a.n_chunks = static_cast<int>(args.Int("--chunks", "", a.n_chunks, 1, kMaxCount));
-  a.n_threads = static_cast<int>(args.Int("-t", "--threads", a.n_threads, 1, kMaxCount));
-  a.n_batch = static_cast<int>(args.Int("-b", "--batch-size", a.n_batch, 1, kMaxCount));
-  cli::ApplySparseArgs(args, &a.engine);
-  if (!args.ok()) return absl::InvalidArgumentError(args.error());
-  if (a.model.empty()) return absl::InvalidArgumentError("no model given (-m MODEL)");
-  if (a.text_file.empty() && a.tokens_json.empty()) {
-    return absl::InvalidArgumentError("no text given (-f TEXT or --tokens-json FILE)");
+  auto fail = [](const char* msg) {
+    std::fprintf(stderr, "kairox-perplexity: error: %s\n", msg);
+    return 1;
+  };
+  if (a->model.empty()) return fail("no model given (-m MODEL)");
+  if (a->text_file.empty() && a->tokens_json.empty()) {
+    return fail("no text given (-f TEXT or --tokens-json FILE)");
   }
-  return a;
+  return cli::kContinue;
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
@@ -288,16 +277,11 @@ absl::Status Run(const Args& args) {
 }  // namespace kx
 
 int main(int argc, char** argv) {
-  bool exit_now = false;
-  absl::StatusOr<kx::Args> args = kx::ParseArgs(argc, argv, exit_now);
-  if (!args.ok()) {
-    std::fprintf(stderr, "kairox-perplexity: %s\n", std::string(args.status().message()).c_str());
-    return 1;
-  }
-  if (exit_now) return 0;
-  absl::Status s = kx::Run(*args);
+  kx::Args args;
+  if (const int rc = kx::ParseArgs(argc, argv, &args); rc != kx::cli::kContinue) return rc;
+  absl::Status s = kx::Run(args);
   if (!s.ok()) {
-    std::fprintf(stderr, "kairox-perplexity: error: %s\n", s.ToString().c_str());
+    std::fprintf(stderr, "kairox-perplexity: error: %s\n", std::string(s.message()).c_str());
     return 1;
   }
   return 0;

@@ -347,3 +347,19 @@ TEST_CASE("cli: a context that fills before -n tokens says so", "[cli][model]") 
   CHECK(roomy.exit_code == 0);
   CHECK(!Contains(roomy.err, "context is full"));
 }
+
+TEST_CASE("cli: a RAM budget below what the session needs names the minimum", "[cli][model]") {
+  const std::string model = kx::test::DefaultModelOrSkip();
+  const std::string base = "-m " + ShellQuote(model) + " -n 2 -t 2 -p Hi --no-sparse ";
+  auto small = RunProgram(kCli, base + "--ram-budget 8M -c 256", true);
+  INFO(small.out);
+  CHECK(small.exit_code == 1);
+  CHECK(Contains(small.out, "RAM budget 8.0 MiB is too small: this session needs at least "));
+  CHECK(Contains(small.out, "KV cache"));
+  CHECK(Contains(small.out, "model tables"));
+  // A percentage is a share of the sidecar's bundles: without one it is refused, saying why.
+  auto share = RunProgram(kCli, base + "--ram-budget 50%", true);
+  INFO(share.out);
+  CHECK(share.exit_code == 1);
+  CHECK(Contains(share.out, "--ram-budget 50% is a share of the sidecar's FFN bundles"));
+}
