@@ -12,9 +12,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <span>
@@ -102,8 +105,16 @@ int ParseArgs(int argc, char** argv, Args* a) {
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s '%s' is a directory", what, path));
+  }
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrFormat("cannot open %s '%s'", what, path));
+  if (!in) {
+    return absl::NotFoundError(absl::StrFormat("cannot open %s '%s': %s", what, path,
+                                               std::strerror(errno != 0 ? errno : ENOENT)));
+  }
   std::ostringstream ss;
   ss << in.rdbuf();
   if (in.bad()) return absl::DataLossError(absl::StrFormat("error reading %s '%s'", what, path));

@@ -3,8 +3,10 @@
 //   kairox-prepare -m MODEL [-o SIDECAR] [--sparsity S] [--down-layout auto|rows|blocks]
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -171,9 +173,14 @@ int main(int argc, char** argv) {
   if (!rep.ok()) return Fail(std::string(rep.status().message()));
   std::printf("%s", rep->ToTable().c_str());
   if (!report_path.empty()) {
+    errno = 0;
     std::ofstream out(report_path);
     out << rep->ToJson() << "\n";
-    if (!out) return Fail("cannot write the report '" + report_path + "'");
+    out.flush();
+    if (!out) {
+      return Fail("cannot write the report '" + report_path +
+                  "': " + std::strerror(errno != 0 ? errno : EIO));
+    }
   }
   std::printf("wrote %s\n", rep->sidecar_path.c_str());
   return 0;

@@ -57,6 +57,14 @@ TEST_CASE("perplexity: a missing text file is an error that names it", "[tools]"
   INFO(r.out);
   REQUIRE(r.exit_code == 1);
   REQUIRE(Contains(r.out, "/nonexistent/text.txt"));
+  REQUIRE(Contains(r.out, "No such file or directory"));
+  // A directory is named as one (it read as an empty text: "the text has 0 tokens").
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  ProgramResult d =
+      RunProgram(kPerplexity, "-m " + ShellQuote(kMissingModel) + " -f " + ShellQuote(dir), true);
+  INFO(d.out);
+  REQUIRE(d.exit_code == 1);
+  REQUIRE(Contains(d.out, "is a directory"));
 }
 
 TEST_CASE("bad arguments exit 1 with a message", "[tools]") {
