@@ -361,7 +361,9 @@ typedef struct kx_sampler kx_sampler;
 
 /* The chain runs in this order: repetition penalty → (temperature <= 0: argmax, done) →
  * top-k → min-p → top-p → temperature → seeded draw. Same seed + inputs → same tokens on
- * every platform. */
+ * every platform. The defaults below (kx_sampler_params_init) are the library's one set:
+ * kairox.hpp's SamplerParams, kairox-cli and kairox-chat take theirs from it. Only the seed
+ * differs there: the programs draw a random one unless given -s N. */
 typedef struct kx_sampler_params {
   uint32_t struct_size;
   float temperature;    /* default 0.8; <= 0: greedy */
