@@ -237,7 +237,7 @@ struct SessionParams {
   int32_t n_ctx = 0;      // 0: min(trained, 4096)
   int32_t n_batch = 0;    // 0: 64
   int32_t n_threads = 0;  // 0: the model's default
-  uint64_t seed = 0xC0FFEE;
+  uint64_t seed = detail::DefaultSamplerParams().seed;  // the default sampler's
   std::string sidecar;   // "": <model>.kairox.gguf beside the model, when it exists
   bool sparse = true;    // false: dense even with a sidecar
   float sparsity = 0;    // 0: the sidecar's own
