@@ -32,9 +32,9 @@
 namespace {
 
 constexpr const char* kDescription =
-    "kairox-cli: continue a prompt with a model (only the generated text goes to stdout; logs "
-    "and statistics go to stderr), or describe a GGUF file (--info).\n"
-    "For a conversation, use kairox-chat.";
+    "kairox-cli: continue a prompt with a model, or describe a GGUF file (--info). Only the\n"
+    "generated text goes to stdout; logs and statistics go to stderr. For a conversation, use\n"
+    "kairox-chat.";
 
 constexpr int64_t kInt32Max = INT32_MAX;
 
