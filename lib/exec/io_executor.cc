@@ -185,7 +185,8 @@ absl::Status ReadError(const IoOp& op, int err) {
   if (err == EINVAL && Misaligned(op.read) && IsDirect(op.read.fd)) {
     absl::StrAppend(&msg, "; ", AlignmentNote(op.read));
   }
-  return absl::ErrnoToStatus(err, msg);
+  // The code from errno, the reason once (ErrnoToStatus would append strerror a second time).
+  return absl::Status(absl::ErrnoToStatusCode(err), msg);
 }
 
 absl::Status EofError(const IoOp& op) {
@@ -266,7 +267,8 @@ absl::StatusOr<int> OpenForDirectRead(const std::string& path, bool* direct) {
   }
   if (fd < 0) {
     const int err = errno;
-    return absl::ErrnoToStatus(err, absl::StrCat("cannot open ", path, ": ", std::strerror(err)));
+    return absl::Status(absl::ErrnoToStatusCode(err),
+                        absl::StrCat("cannot open ", path, ": ", std::strerror(err)));
   }
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -124,9 +124,10 @@ class UringExecutor final : public IoExecutor {
     iovec iov{base, static_cast<size_t>(bytes)};
     const int ret = io_uring_register_buffers(&ring_, &iov, 1);
     if (ret < 0) {
-      return absl::ErrnoToStatus(
-          -ret, absl::StrFormat("io_uring_register_buffers(%u bytes) failed: %s (RLIMIT_MEMLOCK?)",
-                                bytes, std::strerror(-ret)));
+      return absl::Status(
+          absl::ErrnoToStatusCode(-ret),
+          absl::StrFormat("io_uring_register_buffers(%u bytes) failed: %s (RLIMIT_MEMLOCK?)",
+                          bytes, std::strerror(-ret)));
     }
     fixed_base_ = static_cast<char*>(base);
     fixed_bytes_ = bytes;

@@ -381,6 +381,12 @@ void MisalignedDirectIsAnError(IoBackend backend) {
   INFO(st.ToString());
   REQUIRE(st.code() == absl::StatusCode::kInvalidArgument);
   REQUIRE(st.message().find("aligned") != absl::string_view::npos);
+  // The kernel's reason once.
+  const std::string msg(st.message());
+  const size_t first = msg.find("Invalid argument");
+  if (first != std::string::npos) {
+    REQUIRE(msg.find("Invalid argument", first + 1) == std::string::npos);
+  }
 }
 
 // ---- cases ----
@@ -412,6 +418,12 @@ TEST_CASE("OpenForDirectRead opens the file", "[io]") {
   close(*fd);
   absl::StatusOr<int> missing = OpenForDirectRead(File().dir + "/missing", &direct);
   REQUIRE(missing.status().code() == absl::StatusCode::kNotFound);
+  // The reason once (it was printed twice: the message held it and ErrnoToStatus added it).
+  const std::string msg(missing.status().message());
+  INFO(msg);
+  const size_t first = msg.find("No such file or directory");
+  REQUIRE(first != std::string::npos);
+  REQUIRE(msg.find("No such file or directory", first + 1) == std::string::npos);
   // A FIFO in place of the file is refused at once (a blocking open would hang the test).
   const std::string fifo = File().dir + "/fifo";
   unlink(fifo.c_str());
