@@ -240,3 +240,25 @@ def test_device_sim_gives_the_cpu_logits(tiny_model_path):
     with pytest.raises(kairox.KairoxError) as e:
         model.session(device="sim", vram_budget="lots")
     assert e.value.status_name == "INVALID_ARGUMENT" and "--vram-budget" in e.value.message
+
+
+def test_sampler_defaults_are_the_librarys():
+    """Sampler() takes every default from kx_sampler_params_init (no second copy in Python):
+    the same draws as the library's documented values spelled out, and different draws when
+    any one of them changes."""
+    import inspect
+    import random
+    assert all(p.default is None for p in inspect.signature(kairox.Sampler).parameters.values())
+    rng = random.Random(20261125)
+    rows = [[rng.gauss(0.0, 2.0) for _ in range(64)] for _ in range(200)]
+    history = [rng.randrange(64) for _ in range(80)]
+
+    def draws(sampler):
+        return [sampler.sample_logits(r, history) for r in rows]
+
+    documented = dict(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0,
+                      repeat_last_n=64, seed=0xC0FFEE)
+    base = draws(kairox.Sampler())
+    assert base == draws(kairox.Sampler(**documented))
+    assert base != draws(kairox.Sampler(**dict(documented, seed=1)))
+    assert base != draws(kairox.Sampler(**dict(documented, temperature=2.0)))

@@ -285,17 +285,30 @@ class Sampler:
     """The sampling chain: repetition penalty → greedy (temperature <= 0) or top-k → min-p →
     top-p → temperature → seeded draw."""
 
-    def __init__(self, temperature: float = 0.8, top_k: int = 40, top_p: float = 0.95,
-                 min_p: float = 0.05, repeat_penalty: float = 1.0, repeat_last_n: int = 64,
-                 seed: int = 0xC0FFEE) -> None:
+    def __init__(self, temperature: Optional[float] = None, top_k: Optional[int] = None,
+                 top_p: Optional[float] = None, min_p: Optional[float] = None,
+                 repeat_penalty: Optional[float] = None, repeat_last_n: Optional[int] = None,
+                 seed: Optional[int] = None) -> None:
+        """Each parameter left at None takes the library's default (kx_sampler_params_init,
+        the one set kairox-cli and kairox-chat use: temperature 0.8, top_k 40, top_p 0.95,
+        min_p 0.05, repeat_penalty 1, repeat_last_n 64, seed 0xC0FFEE)."""
         lib = C.lib()
         p = C.SamplerParams()
         _check(lib.kx_sampler_params_init(ctypes.byref(p), ctypes.sizeof(p)))
-        p.temperature, p.top_p, p.min_p = temperature, top_p, min_p
-        p.top_k = _int("top_k", top_k, -2**31, _I32_MAX)  # the library checks its own range
-        p.repeat_penalty = repeat_penalty
-        p.repeat_last_n = _int("repeat_last_n", repeat_last_n, -2**31, _I32_MAX)
-        p.seed = _int("seed", seed, 0, _U64_MAX)
+        if temperature is not None:
+            p.temperature = temperature
+        if top_p is not None:
+            p.top_p = top_p
+        if min_p is not None:
+            p.min_p = min_p
+        if top_k is not None:  # the library checks its own range
+            p.top_k = _int("top_k", top_k, -2**31, _I32_MAX)
+        if repeat_penalty is not None:
+            p.repeat_penalty = repeat_penalty
+        if repeat_last_n is not None:
+            p.repeat_last_n = _int("repeat_last_n", repeat_last_n, -2**31, _I32_MAX)
+        if seed is not None:
+            p.seed = _int("seed", seed, 0, _U64_MAX)
         h = ctypes.c_void_p()
         _check(lib.kx_sampler_create(ctypes.byref(p), ctypes.byref(h)))
         self._handle: Optional[int] = h.value
@@ -351,7 +364,7 @@ class Session:
     """One sequence (KV cache, token history, statistics) on a model."""
 
     def __init__(self, model: Model, n_ctx: int = 0, n_batch: int = 0, n_threads: int = 0,
-                 seed: int = 0xC0FFEE, sidecar: Optional[str] = None, sparse: bool = True,
+                 seed: Optional[int] = None, sidecar: Optional[str] = None, sparse: bool = True,
                  sparsity: float = 0.0, ram_budget: Optional[str] = None,
                  policy: Optional[str] = None, prefetch: bool = True,
                  device: Optional[str] = None, vram_budget: Optional[str] = None,
@@ -370,7 +383,8 @@ class Session:
         p.n_ctx = _int("n_ctx", n_ctx, 0, _I32_MAX)
         p.n_batch = _int("n_batch", n_batch, 0, _I32_MAX)
         p.n_threads = _int("n_threads", n_threads, 0, _I32_MAX)
-        p.seed = _int("seed", seed, 0, _U64_MAX)
+        if seed is not None:  # None: the library's default sampler seed
+            p.seed = _int("seed", seed, 0, _U64_MAX)
         p.sidecar = sidecar.encode() if sidecar else None
         p.sparse = 0 if sparse else 1
         p.sparsity = sparsity
