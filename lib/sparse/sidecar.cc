@@ -59,6 +59,15 @@ absl::Status VerifyLayer(const GgufFile& f, int l) {
     if (t == nullptr) continue;  // Open required the ones that must exist
     const uint8_t* data = f.TensorData(*t);
     const uint64_t n = static_cast<uint64_t>(t->n_elements());
+    // The value checks read n elements of the type the name implies: a tensor of another type
+    // under a layer's name (one the digest has not covered yet, e.g. a pred.* tensor in a layer
+    // without a predictor) would be read past its end.
+    const bool is_f32 = what == "freq" || what == "pred.b1" || what == "pred.b2";
+    const bool is_f16 = what == "pred.w1" || what == "pred.w2";
+    if ((is_f32 && t->type != GgmlType::kF32) || (is_f16 && t->type != GgmlType::kF16)) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor ", name, " is ", TypeName(t->type),
+                                                     ", expected ", is_f32 ? "F32" : "F16"));
+    }
     if (what == "freq") {
       KX_RETURN_IF_ERROR(CheckFrequencies(reinterpret_cast<const float*>(data), n, name));
     } else if (what == "pred.w1" || what == "pred.w2") {

@@ -228,3 +228,18 @@ TEST_CASE("tensor dimensions that overflow and offsets past the end are refused"
     ExpectRefused(st, "999");
   }
 }
+
+TEST_CASE("a tensor of another type under a layer's predictor name is refused, not read past its end") {
+  // Found by sidecar_fuzz: tensor names are outside the metadata digest, and the hash pass
+  // value-checked blk.0.kairox.pred.b2 as n floats although it was an I8 tensor of n bytes
+  // (layer 0 has no predictor, so nothing had checked its type): an ASan heap-buffer-overflow.
+  const std::string path = TempDir() + "/renamed.kairox.gguf";
+  REQUIRE(kx::sparse::WriteSidecar(ValidData(), path).ok());
+  std::vector<char> bytes = ReadBytes(path);
+  const std::string from = "blk.1.kairox.bundles", to = "blk.0.kairox.pred.b2";  // same length
+  auto it = std::search(bytes.begin(), bytes.end(), from.begin(), from.end());
+  REQUIRE(it != bytes.end());
+  std::copy(to.begin(), to.end(), it);
+  std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), bytes.size());
+  ExpectRefused(OpenFile(path), "tensor blk.0.kairox.pred.b2 is I8, expected F32");
+}
