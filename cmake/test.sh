@@ -11,8 +11,10 @@ cmake/install_deps.sh
 cmake --preset release >/dev/null
 cmake --build --preset release
 model=$(cmake/fetch_model.sh)
-# The second real model (Gemma 3 270M): its golden tests run when it is cached.
+# The other real models (Gemma 3 270M; Qwen2.5-Coder-1.5B, 1.04 GiB): their golden tests
+# (test_hf_golden_*) run when they are cached.
 cmake/fetch_model.sh gemma3 >/dev/null
+cmake/fetch_model.sh qwen1.5b >/dev/null
 ctest --preset release
 
 # The Python package (capi/python, ctypes over build/lib/libkairox.so) and its
