@@ -36,6 +36,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 SANITIZER_EXIT = 86  # ASAN_OPTIONS/UBSAN_OPTIONS exitcode: a report, counted as a crash
+SANITIZER_REPORT = re.compile(r"ERROR: (Address|Leak|UndefinedBehavior)Sanitizer|"
+                              r"WARNING: ThreadSanitizer|: runtime error: ")
 REPO = Path(__file__).resolve().parents[2]
 REFUSE = "refuse"   # expect an exit status in 1..127 with a message on stderr
 ACCEPT = "accept"   # expect exit status 0
@@ -160,7 +162,7 @@ class Suite:
         self.env.pop("KAIROX_MODEL", None)
         self.env["KAIROX_CHAT_HISTORY"] = "off"
         san = f"exitcode={SANITIZER_EXIT}:abort_on_error=0:handle_segv=1:handle_sigbus=1"
-        self.env["ASAN_OPTIONS"] = san + ":detect_leaks=0:allocator_may_return_null=1"
+        self.env["ASAN_OPTIONS"] = san + ":allocator_may_return_null=1"  # leaks are reports
         self.env["UBSAN_OPTIONS"] = (f"exitcode={SANITIZER_EXIT}:halt_on_error=1:"
                                      "print_stacktrace=1")
         self.py_env = dict(self.env)
@@ -181,7 +183,8 @@ class Suite:
                                   text=True).stdout.strip()
             if asan and os.path.isabs(asan):
                 self.py_env["LD_PRELOAD"] = asan
-            self.py_env["ASAN_OPTIONS"] = self.env["ASAN_OPTIONS"] + ":verify_asan_link_order=0"
+            self.py_env["ASAN_OPTIONS"] = (self.env["ASAN_OPTIONS"] +
+                                           ":detect_leaks=0:verify_asan_link_order=0")
             self.timeout *= 4
 
     # ---------------------------------------------------------------- fixtures
@@ -649,7 +652,7 @@ class Suite:
         tail = err.strip().splitlines()[-1][:150] if err.strip() else ""
         if rc < 0:
             return c, "crash", f"killed by {signal.Signals(-rc).name}; {tail}"
-        if rc == SANITIZER_EXIT or "Sanitizer" in err or "runtime error:" in err:
+        if rc == SANITIZER_EXIT or SANITIZER_REPORT.search(err):
             return c, "crash", "sanitizer report:\n" + "\n".join(err.splitlines()[-30:])
         if rc >= 128:
             return c, "crash", f"exit status {rc}; {tail}"
