@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -211,6 +212,10 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   }
   KX_CHECK(made != nullptr);
   g_dir = made;
+  std::atexit([] {  // libFuzzer ends with exit(): the scratch directory goes with it
+    std::error_code ec;
+    std::filesystem::remove_all(g_dir, ec);
+  });
   g_path = g_dir + "/input.kairox.gguf";
   // The verified-sidecar and sha256 caches go under the scratch directory, not ~/.cache.
   ::setenv("XDG_CACHE_HOME", g_dir.c_str(), 1);
