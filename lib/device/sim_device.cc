@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -88,7 +89,8 @@ struct SimDevice::Impl final : SimMemory {
   // memsets, ops, poison, Peek); alloc_mu guards the arena's block lists.
   std::mutex mem_mu;
   mutable std::mutex alloc_mu;
-  std::vector<SimLanding> landings;  // guarded by mem_mu
+  std::vector<SimLanding> landings;      // guarded by mem_mu
+  std::map<uintptr_t, uint64_t> pinned;  // live pinned buffers: start -> bytes; alloc_mu
 
   std::mutex events_mu;
   std::condition_variable events_cv;
@@ -123,6 +125,22 @@ struct SimDevice::Impl final : SimMemory {
     return absl::InvalidArgumentError(absl::StrCat(
         std::string(op), ": ", std::string(arg), " [", absl::Hex(reinterpret_cast<uintptr_t>(ptr)),
         ", +", bytes, ") is not inside live device memory"));
+  }
+
+  absl::Status CheckMappedRange(std::string_view op, std::string_view arg, const void* ptr,
+                                uint64_t bytes) const override {
+    {
+      std::lock_guard<std::mutex> lock(alloc_mu);
+      const auto p = reinterpret_cast<uintptr_t>(ptr);
+      auto it = pinned.upper_bound(p);
+      if (it != pinned.begin()) {
+        --it;
+        if (p - it->first <= it->second && bytes <= it->second - (p - it->first)) {
+          return absl::OkStatus();
+        }
+      }
+    }
+    return CheckDeviceRange(op, arg, ptr, bytes);
   }
 
   // True when this wait call is to be skipped by the negative-control switches.
@@ -340,10 +358,21 @@ absl::StatusOr<void*> SimDevice::DoAllocPinned(uint64_t bytes) {
   void* p = std::aligned_alloc(kPinnedAlignment, rounded);
   if (p == nullptr) return absl::ResourceExhaustedError("host allocation failed");
   std::memset(p, kSimPoisonByte, rounded);  // staging buffers start as garbage, visibly
+  std::lock_guard<std::mutex> lock(impl_->alloc_mu);
+  impl_->pinned[reinterpret_cast<uintptr_t>(p)] = bytes;
   return p;
 }
 
-void SimDevice::DoFreePinned(void* ptr, uint64_t bytes) { std::free(ptr); }
+void SimDevice::DoFreePinned(void* ptr, uint64_t bytes) {
+  {
+    // mem_mu too: an op reading the buffer (mapped, as sparse_ffn_merge's host_partial) runs
+    // whole before or after the free, never across it.
+    std::lock_guard<std::mutex> mem(impl_->mem_mu);
+    std::lock_guard<std::mutex> lock(impl_->alloc_mu);
+    impl_->pinned.erase(reinterpret_cast<uintptr_t>(ptr));
+  }
+  std::free(ptr);
+}
 
 absl::Status SimDevice::DoPoison(void* ptr, uint64_t bytes) {
   std::lock_guard<std::mutex> mem(impl_->mem_mu);

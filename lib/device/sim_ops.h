@@ -31,6 +31,13 @@ class SimMemory {
   // InvalidArgument "<op>: <arg> ... is not device memory" (a GPU would fault).
   virtual absl::Status CheckDeviceRange(std::string_view op, std::string_view arg, const void* ptr,
                                         uint64_t bytes) const = 0;
+  // For inputs that may also be mapped pinned host memory (sparse_ffn_merge's host_partial,
+  // which a GPU kernel reads over PCIe): OK inside live device memory or inside one live
+  // pinned buffer of the same device (Device::AllocPinned); otherwise InvalidArgument.
+  virtual absl::Status CheckMappedRange(std::string_view op, std::string_view arg, const void* ptr,
+                                        uint64_t bytes) const {
+    return CheckDeviceRange(op, arg, ptr, bytes);
+  }
 };
 
 using SimOpFn = absl::Status (*)(const void* args, const SimMemory& memory);
