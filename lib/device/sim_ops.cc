@@ -58,6 +58,7 @@ std::span<const SimOp> SimOps() {
   static const std::vector<SimOp> all = [] {
     std::vector<SimOp> ops(kOps.begin(), kOps.end());
     for (const SimOp& op : SimLayerOps()) ops.push_back(op);
+    for (const SimOp& op : SimSparseOps()) ops.push_back(op);
     return ops;
   }();
   return all;

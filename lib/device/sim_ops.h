@@ -54,6 +54,10 @@ const SimOp* FindSimOp(std::string_view name);
 // sim_layer_ops.cc: the CPU engine's own arithmetic, so the sim device matches the CPU path
 // bit for bit. FindSimOp and SimOps include them.
 std::span<const SimOp> SimLayerOps();
+// The sparse FFN's ops (sparse_up_gate, sparse_down_blocks, sparse_down_rows,
+// sparse_ffn_merge), in sim_sparse_ops.cc: the CUDA contracts' float arithmetic (no 16-bit
+// coefficients) over bundles in device slots. FindSimOp and SimOps include them.
+std::span<const SimOp> SimSparseOps();
 // Every op, for tests and listings.
 std::span<const SimOp> SimOps();
 
