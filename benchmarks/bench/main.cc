@@ -36,6 +36,7 @@
 #include "bench/report.h"
 #include "common/cli_app.h"
 #include "common/sparse_args.h"
+#include "engine/device_ffn.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
 #include "engine/sparse_runtime.h"
@@ -386,6 +387,29 @@ class Bench {
         const int n_layer = tier->residency().n_layer();
         for (int l = 0; l < n_layer; ++l) lambda += tier->policy().lambda(l) / n_layer;
         r.lambda_mean = lambda;
+      }
+      if (const DeviceFfn* d = engine_.device_ffn(); d != nullptr) {
+        const DeviceFfnStats& ds = d->stats();
+        const double tokens = static_cast<double>(n_gen) * args_.repetitions;
+        r.device_ffn = true;
+        r.name += " split";
+        r.device_policy = std::string(d->policy().name());
+        r.device_slots_per_layer = d->slots_per_layer();
+        r.device_group_share = ds.groups_needed > 0
+                                   ? static_cast<double>(ds.groups_on_device) / ds.groups_needed
+                                   : 0.0;
+        r.device_neuron_share =
+            ds.neurons_needed > 0 ? static_cast<double>(ds.neurons_on_device) / ds.neurons_needed
+                                  : 0.0;
+        r.device_loads_per_token = static_cast<double>(ds.loads) / tokens;
+        r.device_load_bytes_per_token = static_cast<double>(ds.bytes_loaded) / tokens;
+        r.device_wait_ms_per_token = static_cast<double>(ds.device_wait_ns) * 1e-6 / tokens;
+        r.device_cpu_ms_per_token = static_cast<double>(ds.cpu_ns) * 1e-6 / tokens;
+        r.device_load_wait_ms_per_token = static_cast<double>(ds.load_wait_ns) * 1e-6 / tokens;
+        double lambda = 0;
+        const int n_layer = d->residency().n_layer();
+        for (int l = 0; l < n_layer; ++l) lambda += d->policy().lambda(l) / n_layer;
+        r.device_lambda_mean = lambda;
       }
     }
     r.kv_bytes_per_token = Summarize(kv_bytes).mean;

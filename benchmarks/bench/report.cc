@@ -119,6 +119,23 @@ void PrintMarkdown(const RunInfo& run, const std::vector<TestResult>& results, s
                     r.read_ops_per_token, r.io_wait_ms_per_token, r.ffn_ms_per_token,
                     r.lambda_mean > 0 ? absl::StrFormat(", λ %.3f", r.lambda_mean) : "");
     }
+    if (r.device_ffn) {
+      absl::FPrintF(out,
+                    "%s: split FFN: device policy %s, %d groups per layer in device slots: "
+                    "%.1f %% of needed groups (%.1f %% of predicted neurons) on the device, "
+                    "%.1f reloads (%.3f MiB) per token; per token %.3f ms waiting on the "
+                    "device vs %.3f ms of CPU share%s%s\n",
+                    r.name, r.device_policy, r.device_slots_per_layer,
+                    100.0 * r.device_group_share, 100.0 * r.device_neuron_share,
+                    r.device_loads_per_token, r.device_load_bytes_per_token / kBytesPerMiB,
+                    r.device_wait_ms_per_token, r.device_cpu_ms_per_token,
+                    r.device_load_wait_ms_per_token > 0
+                        ? absl::StrFormat(", %.3f ms waiting on loads from RAM slots",
+                                          r.device_load_wait_ms_per_token)
+                        : "",
+                    r.device_lambda_mean > 0 ? absl::StrFormat(", λ %.3f", r.device_lambda_mean)
+                                             : "");
+    }
     if (r.prefill_weight_bytes > 0) {
       absl::FPrintF(out, "%s: oneDNN bf16 prefill, %.2f MiB of bf16 weight copies\n", r.name,
                     static_cast<double>(r.prefill_weight_bytes) / kBytesPerMiB);
@@ -203,6 +220,19 @@ nlohmann::ordered_json TestObject(const RunInfo& run, const TestResult& r) {
       j["kx_io_wait_ms_per_token"] = r.io_wait_ms_per_token;
       j["kx_ffn_ms_per_token"] = r.ffn_ms_per_token;
       j["kx_lambda_mean"] = r.lambda_mean;
+    }
+    j["kx_device_ffn"] = r.device_ffn;
+    if (r.device_ffn) {
+      j["kx_device_policy"] = r.device_policy;
+      j["kx_device_slots_per_layer"] = r.device_slots_per_layer;
+      j["kx_device_group_share"] = r.device_group_share;
+      j["kx_device_neuron_share"] = r.device_neuron_share;
+      j["kx_device_loads_per_token"] = r.device_loads_per_token;
+      j["kx_device_load_bytes_per_token"] = r.device_load_bytes_per_token;
+      j["kx_device_wait_ms_per_token"] = r.device_wait_ms_per_token;
+      j["kx_device_cpu_ms_per_token"] = r.device_cpu_ms_per_token;
+      j["kx_device_load_wait_ms_per_token"] = r.device_load_wait_ms_per_token;
+      j["kx_device_lambda_mean"] = r.device_lambda_mean;
     }
   }
   if (r.n_prompt > 0) {

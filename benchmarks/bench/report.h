@@ -63,6 +63,18 @@ struct TestResult {
   double io_wait_ms_per_token = 0.0;  // the FFN waited for reads (stall on I/O)
   double ffn_ms_per_token = 0.0;      // the FFN computing over its bundles
   double lambda_mean = 0.0;           // TAM's λ over layers at the end (0: not TAM)
+  // tg with the split FFN (engine/device_ffn.h): the device's share and the stall breakdown.
+  bool device_ffn = false;
+  std::string device_policy;
+  int device_slots_per_layer = 0;
+  double device_group_share = 0.0;     // needed groups computed on the device
+  double device_neuron_share = 0.0;    // predicted neurons computed on the device
+  double device_loads_per_token = 0.0;  // bundles reloaded (background stream)
+  double device_load_bytes_per_token = 0.0;
+  double device_wait_ms_per_token = 0.0;  // the host waited for the device's partial sums
+  double device_cpu_ms_per_token = 0.0;   // the CPU's share of the split FFN
+  double device_load_wait_ms_per_token = 0.0;  // three tiers: waits for loads from RAM slots
+  double device_lambda_mean = 0.0;
 
   std::vector<OpTime> profile;
 

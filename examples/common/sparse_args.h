@@ -19,6 +19,9 @@
 //   --vram-budget SIZE|PCT       the device memory kairox may use (default: all of it)
 //   -ngl N, --gpu-layers N, --n-gpu-layers N   at most N layers on the device (llama.cpp's meaning)
 //   --device-profile NAME        the sim device's hardware profile
+//   --vram-ffn SIZE|PCT          the split FFN's device slots
+//   --device-policy NAME         which FFN groups hold device slots
+//   --device-log PATH            CSV per layer step of the split FFN (not in kairox-chat)
 // Header-only, for the programs.
 #pragma once
 
@@ -100,7 +103,7 @@ void AddSparseOptions(CLI::App& app, Options* o) {
         ->group(tiers);
   }
 
-  const std::string device = "device (docs/device.md; the FFN stays on the CPU)";
+  const std::string device = "device (docs/device.md)";
   app.add_option("--device", o->device,
                  "cpu, cuda, sim (a simulated GPU, for testing) or auto (cuda when a usable GPU "
                  "is found, else cpu)")
@@ -115,7 +118,24 @@ void AddSparseOptions(CLI::App& app, Options* o) {
   AddInt(app, "--n-gpu-layers,--gpu-layers", &o->n_gpu_layers, -1, kMaxCount,
          "(also -ngl) at most N layers' attention on the device (-1: all that fit)")
       ->group(device);
+  app.add_option("--vram-ffn", o->vram_ffn,
+                 "the split FFN: device slots for FFN bundles, a size (2G) or a share of the "
+                 "sidecar's bundles (30%); the device computes the predicted groups it holds, "
+                 "the CPU the rest; 0: the FFN stays on the CPU (default: the VRAM the "
+                 "attention layers and the head leave)")
+      ->type_name("SIZE|PCT")
+      ->group(device);
+  app.add_option("--device-policy", o->device_policy,
+                 "which FFN groups hold device slots: static, lru, lfu, tam, tam-t, "
+                 "tam-adaptive, tam-t-adaptive")
+      ->type_name("NAME")
+      ->group(device);
   if constexpr (kEngine) {
+    app.add_option("--device-log", o->device_log,
+                   "CSV per layer step of the split FFN: lambda, resident, needed, on device, "
+                   "loads, evictions, bytes, device wait, CPU time")
+        ->type_name("PATH")
+        ->group(device);
     app.add_option("--device-profile", o->device_profile,
                    "the sim device's profile (rtx4090-pcie4, h100-pcie5, ...)")
         ->type_name("NAME")

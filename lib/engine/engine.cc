@@ -142,6 +142,78 @@ absl::Status OpenDeviceLayers(Engine::Impl& m) {
   return absl::OkStatus();
 }
 
+// EngineOptions::vram_ffn → the split FFN (engine/device_ffn.h) in what the device has left,
+// or none (no device, no sidecar, bundles not used in decode, or "0").
+absl::Status OpenDeviceFfn(Engine::Impl& m) {
+  const EngineOptions& o = m.options;
+  if (m.device == nullptr || m.sparse == nullptr) {
+    if (!o.vram_ffn.empty() && o.vram_ffn != "0") {
+      Log().warn("--vram-ffn {}: no {} for the split FFN", o.vram_ffn,
+                 m.device == nullptr ? "device" : "sidecar");
+    }
+    return absl::OkStatus();
+  }
+  if (!m.sparse->UsesBundles(1)) {
+    Log().info("device FFN: off (decode runs masked-dense)");
+    return absl::OkStatus();
+  }
+  const sparse::Sidecar& sc = m.sparse->sidecar();
+  Device& dev = m.device->device();
+  const uint64_t scratch = DeviceFfn::ScratchBytes(sc);
+  const uint64_t left = dev.vram().limit() - dev.vram().used();
+  const uint64_t all = static_cast<uint64_t>(sc.n_layer()) * sc.layer(0).layout.n_groups *
+                       DeviceFfn::SlotBytes(sc);
+  uint64_t slots = left > scratch ? left - scratch : 0;
+  if (!o.vram_ffn.empty()) {
+    absl::StatusOr<SizeSpec> spec = ParseSize(o.vram_ffn);
+    if (!spec.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--vram-ffn: ", spec.status().message()));
+    }
+    if (!spec->is_percent && spec->bytes == 0) {
+      Log().info("--vram-ffn 0: the FFN stays on the CPU");
+      return absl::OkStatus();
+    }
+    const uint64_t want =
+        spec->is_percent
+            ? static_cast<uint64_t>(spec->percent / 100.0 * static_cast<double>(all))
+            : spec->bytes;
+    if (want + scratch > left) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "--vram-ffn ", o.vram_ffn, " needs ", FormatBytes(want + scratch), " of device memory (",
+          FormatBytes(want), " of bundle slots, ", FormatBytes(scratch), " of scratch); the ",
+          "VRAM budget leaves ", FormatBytes(left), " after the attention layers and the head (",
+          dev.vram().Report(), "); lower -ngl or raise --vram-budget"));
+    }
+    slots = want;
+  }
+  if (left < scratch) {
+    Log().info("device FFN: off (the VRAM budget leaves {}, its scratch needs {})",
+               FormatBytes(left), FormatBytes(scratch));
+    return absl::OkStatus();
+  }
+  DeviceFfnOptions fo;
+  fo.slot_bytes = std::min(slots, all);
+  fo.policy = o.device_policy;
+  fo.log_path = o.device_log;
+  KX_ASSIGN_OR_RETURN(m.device_ffn, DeviceFfn::Create(dev, sc, m.hp.ffn_act,
+                                                      m.hp.ffn_act_threshold, fo));
+  m.sparse->AttachDevice(m.device_ffn.get());
+  return absl::OkStatus();
+}
+
+// The first device error of the attention layers or the split FFN (sticky), or OK.
+absl::Status DeviceStatus(const Engine::Impl& m) {
+  if (m.device != nullptr && !m.device->status().ok()) {
+    return absl::InternalError(
+        absl::StrCat("device ", m.device->device().name(), ": ", m.device->status().message()));
+  }
+  if (m.device_ffn != nullptr && !m.device_ffn->status().ok()) {
+    return absl::InternalError(absl::StrCat("device ", m.device->device().name(),
+                                            ": split FFN: ", m.device_ffn->status().message()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Model> model,
@@ -302,6 +374,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
                "there are no bundles to stream (run kairox-prepare)");
   }
   KX_RETURN_IF_ERROR(OpenDeviceLayers(*impl));
+  KX_RETURN_IF_ERROR(OpenDeviceFfn(*impl));
   // A percentage budget is the share of bundles plus what the rest needs:
   // the limit becomes exactly what is held now.
   if (has_budget && ram_spec.is_percent) KX_RETURN_IF_ERROR(impl->ram->SetLimit(impl->ram->used()));
@@ -378,14 +451,13 @@ absl::Status Engine::Eval(std::span<const int32_t> tokens, bool all_logits) {
         }
       }
       if (m.aborted) break;
+      if (absl::Status st = DeviceStatus(m); !st.ok()) {
+        m.n_past -= start + count;
+        return st;
+      }
       if (absl::Status st = m.sparse->status(); !st.ok()) {
         m.n_past -= start + count;
         return absl::DataLossError(absl::StrCat("reading FFN bundles: ", std::string(st.message())));
-      }
-      if (m.device != nullptr && !m.device->status().ok()) {
-        m.n_past -= start + count;
-        return absl::InternalError(absl::StrCat("device ", m.device->device().name(), ": ",
-                                                m.device->status().message()));
       }
       continue;
     }
@@ -395,6 +467,11 @@ absl::Status Engine::Eval(std::span<const int32_t> tokens, bool all_logits) {
     if (m.Aborting(0)) break;
     m.ForwardBatch(tokens.data() + start, count, first_logit, dst);
     if (m.aborted) break;  // between two layers: the batch is dropped below
+    if (absl::Status st = DeviceStatus(m); !st.ok()) {  // before the logits: they may show it
+      m.n_past = n_past_before;
+      m.n_logit_rows = 0;
+      return st;
+    }
     if (dst != nullptr) {
       const size_t d = static_cast<size_t>(m.hp.n_embd);
       const int bad = FirstBadLogitRow(m, dst, count - first_logit, m.xn.data() + first_logit * d);
@@ -405,11 +482,6 @@ absl::Status Engine::Eval(std::span<const int32_t> tokens, bool all_logits) {
       }
     }
     m.n_past += count;
-    if (m.device != nullptr && !m.device->status().ok()) {
-      m.n_past -= start + count;
-      return absl::InternalError(
-          absl::StrCat("device ", m.device->device().name(), ": ", m.device->status().message()));
-    }
   }
   if (m.aborted) {  // the KV entries written since are past n_past: overwritten later
     m.n_past = n_past_before;
@@ -483,6 +555,7 @@ const MemoryBudget& Engine::ram_budget() const { return *impl_->ram; }
 
 int Engine::n_device_layers() const { return impl_->device ? impl_->device->n_layers() : 0; }
 bool Engine::device_head() const { return impl_->device && impl_->device->head(); }
+const DeviceFfn* Engine::device_ffn() const { return impl_->device_ffn.get(); }
 const MemoryBudget* Engine::vram_budget() const {
   return impl_->device ? &impl_->device->device().vram() : nullptr;
 }

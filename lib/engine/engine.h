@@ -24,6 +24,7 @@ class Tokenizer;
 class GgufFile;
 class FfnHook;
 class SparseRuntime;
+class DeviceFfn;
 class MemoryBudget;
 class Model;
 struct LlamaHParams;
@@ -96,6 +97,12 @@ struct EngineOptions {
   int n_gpu_layers = -1;        // -ngl: at most this many layers; -1 = all that fit; 0 = none
   std::string device_profile;   // sim: a profile of lib/device/profiles.json ("": the default)
   uint64_t device_seed = 1;     // sim: the seed of the copies' jitter
+  // The split FFN (engine/device_ffn.h; needs a device and a sidecar): device slots for FFN
+  // bundles. "": the VRAM the attention layers and the head leave (PowerInfer's rule); a
+  // size ("2G"); a share of the sidecar's bundles ("30%"); "0": the FFN stays on the CPU.
+  std::string vram_ffn;
+  std::string device_policy = "tam-adaptive";  // which groups hold device slots
+  std::string device_log;  // CSV per layer step of the device FFN ("": none)
   // Tests' negative control (sim): skip the N-th event wait (0-based); -1 = none.
   int64_t debug_skip_event_wait = -1;
 };
@@ -186,6 +193,8 @@ class Engine {
   // without a device). The device's VRAM accounting, or null without a device.
   int n_device_layers() const;
   bool device_head() const;
+  // The split FFN's device, or null (engine/device_ffn.h).
+  const DeviceFfn* device_ffn() const;
   const MemoryBudget* vram_budget() const;
   // "cpu", or the device's name ("sim:rtx4090-pcie4", "cuda:0 NVIDIA H100 …").
   std::string device_name() const;

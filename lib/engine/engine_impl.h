@@ -8,6 +8,7 @@
 
 #include "base/memory_budget.h"
 #include "base/thread_pool.h"
+#include "engine/device_ffn.h"
 #include "engine/device_layers.h"
 #include "engine/dnnl_linear.h"
 #include "engine/engine.h"
@@ -88,6 +89,9 @@ struct Engine::Impl {
 
   // The device's share of the model (EngineOptions::device; null: CPU only).
   std::unique_ptr<DeviceLayers> device;
+  // The split FFN on that device (EngineOptions::vram_ffn), attached to `sparse`. Declared
+  // after `device`: destroyed first, while its device still exists.
+  std::unique_ptr<DeviceFfn> device_ffn;
 
   // EngineOptions::Executor::kGraph: the decode token's task graph, built on
   // the first token that uses it (engine/decode_graph.h).

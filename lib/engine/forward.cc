@@ -409,7 +409,8 @@ void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit,
   // the FFN (kairox-prepare), which only the pool path calls.
   // The device path (engine/device_layers.h) runs on the pool path: the decode graph has no
   // device nodes yet.
-  const bool uses_device = device != nullptr && (device->n_layers() > 0 || device->head());
+  const bool uses_device =
+      device != nullptr && (device->n_layers() > 0 || device->head() || device_ffn != nullptr);
   if (n == 1 && ffn_hook == nullptr && UseGraph(options) && !uses_device) {
     if (decode_graph == nullptr || !decode_graph->Current()) {
       auto g = DecodeGraph::Create(*this);

@@ -42,7 +42,25 @@ uint64_t SparseRuntime::OwnedBytes() const {
 }
 
 absl::Status SparseRuntime::status() const {
-  return tier_ != nullptr ? tier_->status() : absl::OkStatus();
+  if (tier_ != nullptr && !tier_->status().ok()) return tier_->status();
+  return device_ffn_ != nullptr ? device_ffn_->status() : absl::OkStatus();
+}
+
+void SparseRuntime::AttachDevice(DeviceFfn* device_ffn) {
+  device_ffn_ = device_ffn;
+  cpu_bundles_.assign(n_groups_, nullptr);
+  host_masks_.assign(n_groups_, 0);
+  if (device_ffn_ != nullptr) device_ffn_->set_transient_host_bundles(tier_ != nullptr);
+}
+
+const uint32_t* SparseRuntime::TierMasks(int layer) {
+  const uint32_t* masks = Masks(layer, 0);
+  if (device_ffn_ == nullptr) return masks;
+  // The device's policy step first (one layer ahead, like the tier's reads), then the tier
+  // reads only what the device does not hold.
+  (void)device_ffn_->Prepare(layer, masks);  // an error is sticky: status() reports it
+  device_ffn_->HostMasks(layer, masks, host_masks_.data());
+  return host_masks_.data();
 }
 
 absl::StatusOr<std::unique_ptr<SparseRuntime>> SparseRuntime::Create(
@@ -146,6 +164,7 @@ absl::StatusOr<std::unique_ptr<SparseRuntime>> SparseRuntime::Create(
 
 void SparseRuntime::ResetStats() {
   if (tier_ != nullptr) tier_->ResetStats();
+  if (device_ffn_ != nullptr) device_ffn_->ResetStats();
   const int64_t n_ff = stats_.n_ff;
   stats_ = SparseStats{};
   stats_.n_ff = n_ff;
@@ -232,13 +251,18 @@ void SparseRuntime::OnFfnInput(int layer, int n, const float* x) {
   if (layer + 1 < n_layer_) Predict(layer + 1, n, x);
   // The tier starts layer l+1's reads now, so they overlap layer l's FFN and
   // layer l+1's attention (adjacent prediction is what buys the time).
+  if (device_ffn_ != nullptr && tier_ == nullptr && UsesBundles(n)) {
+    // The device's loads for layer l+1 overlap layer l (adjacent prediction).
+    if (layer == 0) (void)device_ffn_->Prepare(0, Masks(0, 0));
+    if (layer + 1 < n_layer_) (void)device_ffn_->Prepare(layer + 1, Masks(layer + 1, 0));
+  }
   if (tier_ != nullptr && tier_->prefetch() && UsesBundles(n)) {
     if (layer == 0) {
-      tier_->Prepare(0, Masks(0, 0));
+      tier_->Prepare(0, TierMasks(0));
       std::copy_n(Masks(0, 0), n_groups_, layer0_masks_.begin());
       has_layer0_masks_ = true;
     }
-    if (layer + 1 < n_layer_) tier_->Prepare(layer + 1, Masks(layer + 1, 0));
+    if (layer + 1 < n_layer_) tier_->Prepare(layer + 1, TierMasks(layer + 1));
     // Layer 0 of the next token is predicted only from its own input: guess
     // it from this token's, and start its reads during the last layer.
     if (layer + 1 == n_layer_ && has_layer0_masks_ && tier_->speculate_layer0()) {
@@ -305,9 +329,23 @@ void SparseRuntime::BeginBundles(int layer, const float* x, float* y, int n_part
   const sparse::Sidecar::Layer& L = sidecar_->layer(layer);
   const uint32_t* masks = Masks(layer, 0);
   const uint8_t* const* bundles =
-      tier_ != nullptr ? tier_->Acquire(layer, masks) : bundles_[layer].data();
-  int n_active = 0;
+      tier_ != nullptr ? tier_->Acquire(layer, TierMasks(layer)) : bundles_[layer].data();
   int64_t predicted = 0;
+  if (device_ffn_ != nullptr) {
+    // The split FFN: the device starts on the groups it holds; the CPU computes the rest.
+    // After a device error (sticky, reported by status()) the CPU computes everything.
+    if (device_ffn_->Begin(layer, masks, x, thresholds_[layer], bundles, cpu_bundles_.data())
+            .ok()) {
+      for (int g = 0; g < n_groups_; ++g) {
+        if (masks[g] != 0 && bundles[g] != nullptr && cpu_bundles_[g] == nullptr) {
+          predicted += __builtin_popcount(masks[g]);  // computed on the device
+        }
+      }
+      bundles = cpu_bundles_.data();
+    }
+  }
+  y_ = y;
+  int n_active = 0;
   for (int g = 0; g < n_groups_; ++g) {
     if (masks[g] == 0 || bundles[g] == nullptr) continue;  // null: a miss the tier skipped
     groups_[n_active] = g;
@@ -333,8 +371,10 @@ void SparseRuntime::BeginBundles(int layer, const float* x, float* y, int n_part
 }
 
 void SparseRuntime::EndBundles(int layer) {
+  // The device's partial sum joins the CPU's before the tier may reuse what it read.
+  if (device_ffn_ != nullptr) (void)device_ffn_->End(layer, y_);
   if (tier_ != nullptr) tier_->Release(layer);
-  int64_t kept = 0;
+  int64_t kept = device_ffn_ != nullptr ? device_ffn_->last_kept() : 0;
   for (int i = 0; i < n_active_; ++i) kept += __builtin_popcount(kept_[i]);
   if (trace_ != nullptr && tier_ != nullptr) TraceTierStep(layer, Masks(layer, 0));
   stats_.layer_tokens += 1;

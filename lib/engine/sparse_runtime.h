@@ -25,6 +25,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "engine/bundle_tier.h"
+#include "engine/device_ffn.h"
 #include "engine/ffn_hook.h"
 #include "kernels/cpu/kernels.h"
 #include "sparse/sidecar.h"
@@ -103,7 +104,12 @@ class SparseRuntime final : public FfnHook {
   void ResetStats();
   // The RAM tier, or null when bundles are read from the mapped sidecar.
   BundleTier* tier() const { return tier_.get(); }
-  // The first error of the tier's reads (sticky); OK without a tier.
+  // The split FFN (engine/device_ffn.h): decode steps then compute the groups the device
+  // holds there and the rest here. Not owned (the engine destroys it before the device);
+  // null detaches.
+  void AttachDevice(DeviceFfn* device_ffn);
+  DeviceFfn* device_ffn() const { return device_ffn_; }
+  // The first error of the tier's reads or of the device FFN (sticky); OK without either.
   absl::Status status() const;
   // Flushes and closes the trace (also done by the destructor).
   absl::Status CloseTrace();
@@ -111,6 +117,9 @@ class SparseRuntime final : public FfnHook {
  private:
   SparseRuntime() = default;
   void Predict(int layer, int n, const float* x);
+  // The masks the RAM tier is given for a decode step of `layer`: without a device FFN the
+  // predicted ones; with it, after the device's Prepare, only the groups it does not hold.
+  const uint32_t* TierMasks(int layer);
   // Fills predictors_ and perm_: views into the mapped sidecar, or (owned) copies.
   void CopyPerTokenReads(const sparse::Sidecar& sidecar, bool owned);
   // One trace record of a tiered decode step: the predicted set and the tier's statistics.
@@ -146,6 +155,10 @@ class SparseRuntime final : public FfnHook {
   std::vector<std::vector<const uint8_t*>> bundles_;
   std::unique_ptr<sparse::SparseFfn> ffn_;
   std::unique_ptr<BundleTier> tier_;
+  DeviceFfn* device_ffn_ = nullptr;
+  std::vector<const uint8_t*> cpu_bundles_;  // the device's groups nulled (split FFN)
+  std::vector<uint32_t> host_masks_;         // what the RAM tier provides under a device FFN
+  float* y_ = nullptr;                       // BeginBundles → EndBundles: the FFN output
   std::vector<uint32_t> layer0_masks_;  // the last token's layer-0 groups (the tier's guess)
   bool has_layer0_masks_ = false;
   MemoryBudget* budget_ = nullptr;

@@ -1,0 +1,223 @@
+// The split FFN (KAIROX §5, Fig. 7c–d): per decode step and layer, the predicted-active neuron
+// groups whose bundles sit in device slots are computed on the device, the others by the CPU's
+// SparseFfn at the same time; the two partial sums have disjoint support and meet in one add.
+// Which groups hold device slots changes online: after each layer step the device policy
+// (lib/policy: TAM on intensity with adaptive λ by default, static / LRU / LFU / Top-K-like TAM
+// variants for comparison) plans loads and evictions, and the loads go out on the background
+// stream while the next layers compute.
+//
+// One layer step, on the streams of lib/device:
+//   Begin  the groups the device holds and the predictor marks are listed (their slots pinned);
+//          (Prepare, one layer ahead, ran the policy: evictions, loads on the background stream)
+//          x, the slot list and the masks go up on the critical stream; the compute stream
+//          waits for them, clears the partial sum and runs sparse_up_gate then
+//          sparse_down_blocks or sparse_down_rows; the critical stream waits for that and
+//          copies the partial sum down. The host's bundle view for the CPU has null for every
+//          listed group (SparseFfn skips null bundles), so the CPU computes exactly the rest.
+//   (the CPU computes its share meanwhile)
+//   End    waits for the partial sum (the device stall), adds it to the CPU's y, unpins, feeds
+//          the policy (device wait vs CPU compute: the adaptive λ's bottleneck signal) and
+//          applies its plan: evictions at once (the slots' readers finished: End waited for
+//          them), loads as bundle copies on the background stream, one copy per bundle so a
+//          critical copy queued behind them waits at most one bundle on a shared copy engine.
+//          A loading group becomes usable at the first Begin of its layer after the copies'
+//          event completed; until then the CPU computes it: a miss never stalls.
+//
+// The merge direction: the device's partial sum is copied back (n_embd floats) and added on
+// the host, because the residual stream lives on the host for every layer whose FFN runs
+// here (the attention block of a device layer also ends on the host). On the simulated
+// PCIe 4.0 profile that is 1536 · 4 B = 6 KiB ≈ 10.3 µs per layer for Qwen 1.5B, dominated
+// by the copy latency, the same as sending the host's half up would cost.
+//
+// Placement at creation: the policy's Place with the sidecar's calibration frequencies
+// (for "static": top-K per layer by frequency, PowerInfer's rule; the greedy top-K is the
+// 0/1 knapsack's answer here since every bundle of a layer has the same size), copied up on
+// the critical stream and waited for.
+//
+// Under a RAM budget (three tiers: device slots ← RAM slots ← sidecar file) the CPU's bundles
+// come from the RAM tier, which is asked only for the groups the device does not hold
+// (HostMasks); device loads then copy from the RAM tier's pointers, which are valid only in
+// this step, so End waits for those copies before the tier may reuse its buffers.
+//
+// Usage (engine-internal; sparse_runtime.cc):
+//   KX_ASSIGN_OR_RETURN(auto dffn, DeviceFfn::Create(device, sidecar, options));
+//   per decode step, layer l:
+//     dffn->Begin(l, masks, x, threshold, host_bundles, cpu_bundles);  // cpu_bundles: n_groups
+//     ... SparseFfn over cpu_bundles → y ...
+//     dffn->End(l, y);
+// Not thread-safe: one decode step at a time (the engine's).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "device/device.h"
+#include "model/llama.h"
+#include "policy/policy.h"
+#include "policy/residency.h"
+#include "sparse/sidecar.h"
+
+namespace kx {
+
+struct DeviceFfnOptions {
+  // VRAM for bundle slots, all layers together (slots per layer = this ÷ (layers × bundle
+  // stride), at most the layer's groups). 0: no slots (every group on the CPU).
+  uint64_t slot_bytes = 0;
+  std::string policy = "tam-adaptive";
+  // Activity is intensity and the τ filter applies to every candidate: a device miss is
+  // computed where it lives (policy/policy.h), so only lasting use earns a transfer.
+  policy::PolicyOptions policy_options;
+  // Bytes of bundle loads one layer step may queue (the policy's window); 0: unlimited.
+  uint64_t max_load_bytes_per_step = 0;
+  // CSV, one line per layer step: token, layer, λ, resident, needed, on device, loads,
+  // evictions, bytes loaded, device wait and CPU compute ns. "": none.
+  std::string log_path;
+};
+
+// Counters since the last ResetStats.
+struct DeviceFfnStats {
+  int64_t layer_steps = 0;
+  int64_t groups_needed = 0;     // predicted-active groups
+  int64_t groups_on_device = 0;  // of those, computed on the device (resident at Begin)
+  int64_t neurons_on_device = 0;  // predicted neurons the device computed
+  int64_t neurons_needed = 0;     // predicted neurons in all
+  int64_t loads = 0;              // bundles copied up (reloads)
+  int64_t evictions = 0;
+  int64_t bytes_loaded = 0;
+  int64_t device_wait_ns = 0;  // End waited for the device's partial sum (GPU compute + copies)
+  int64_t cpu_ns = 0;          // Begin → End: the CPU's share (and whatever ran beside it)
+  int64_t load_wait_ns = 0;    // three tiers: End waited for loads from the RAM tier's buffers
+};
+
+class DeviceFfn {
+ public:
+  // Device memory besides the slots: x, the partial sum, slot and mask lists, coefficients
+  // and the down projection's workspace (the largest a step can need).
+  static uint64_t ScratchBytes(const sparse::Sidecar& sidecar);
+  // The bytes of one slot (a bundle's stride).
+  static uint64_t SlotBytes(const sparse::Sidecar& sidecar);
+
+  // Reserves scratch and slots from the device's VRAM budget ("FFN scratch", "FFN bundles")
+  // and pinned staging from its host budget, checks the device has the sparse ops, and
+  // uploads the initial placement. `device` and `sidecar` must outlive the DeviceFfn.
+  static absl::StatusOr<std::unique_ptr<DeviceFfn>> Create(Device& device,
+                                                           const sparse::Sidecar& sidecar,
+                                                           FfnActivation act, float act_threshold,
+                                                           const DeviceFfnOptions& options);
+  ~DeviceFfn();
+
+  // The policy's step for `layer` as soon as its predicted groups are known (one layer
+  // ahead: adjacent prediction), so its loads overlap the layers before it: plans with the
+  // groups' intensities and the last step's feedback, evicts, queues loads on the background
+  // stream. Begin does it when the layer was not prepared.
+  absl::Status Prepare(int layer, const uint32_t* masks);
+  // Starts the device's share of `layer`'s FFN for one token. masks[g]: the predicted neurons
+  // of group g (n_groups entries). x: the FFN input (n_embd floats, host). host_bundles[g]:
+  // where group g's bundle is on the host (null where it is not available: a skipped tier
+  // miss). Writes cpu_bundles[g] = host_bundles[g], or null for each group the device
+  // computes. x and masks may change after Begin returns (they are copied).
+  absl::Status Begin(int layer, const uint32_t* masks, const float* x, float threshold,
+                     const uint8_t* const* host_bundles, const uint8_t** cpu_bundles);
+  // Waits for the device's share, y[e] += its partial sum (n_embd floats), then balances.
+  absl::Status End(int layer, float* y);
+  // Three tiers: the groups the host tier must provide for `layer` — masks with every group
+  // resident on the device cleared (loading ones are kept: the CPU computes them unless they
+  // land first). Call after Prepare(layer): residency then only grows until the layer's
+  // Begin, so a group left out here is on the device by then.
+  void HostMasks(int layer, const uint32_t* masks, uint32_t* out) const;
+  // Three tiers: device loads copy from the host tier's buffers, which are valid only until
+  // the tier releases the layer; End then waits for them.
+  void set_transient_host_bundles(bool transient) { transient_host_ = transient; }
+
+  // Neurons the device kept (above the threshold) in the last End.
+  int64_t last_kept() const { return last_kept_; }
+  int slots_per_layer() const { return slots_per_layer_; }
+  const policy::Policy& policy() const { return *policy_; }
+  const policy::Residency& residency() const { return *residency_; }
+  const DeviceFfnStats& stats() const { return stats_; }
+  void ResetStats() { stats_ = DeviceFfnStats{}; }
+  // The first device error (sticky).
+  const absl::Status& status() const { return status_; }
+
+ private:
+  DeviceFfn(Device& device, const sparse::Sidecar& sidecar, FfnActivation act,
+            float act_threshold, const DeviceFfnOptions& options);
+  absl::Status Init();
+  absl::Status InitialPlacement();
+  absl::Status RunPrepare(int layer, const uint32_t* masks);
+  absl::Status RunBegin(int layer, const uint32_t* masks, const float* x, float threshold,
+                        const uint8_t* const* host_bundles, const uint8_t** cpu_bundles);
+  absl::Status RunEnd(int layer, float* y);
+  absl::Status Balance(int layer);
+  // Moves the layer's loads whose copies landed to resident.
+  absl::Status CompleteLoads(int layer);
+  uint8_t* SlotPtr(int layer, int slot) const {
+    return slots_.as<uint8_t>() +
+           (static_cast<uint64_t>(layer) * slots_per_layer_ + static_cast<uint64_t>(slot)) *
+               stride_;
+  }
+  void LogStep(int layer);
+
+  struct LayerState {
+    Event loaded;              // recorded on the background stream after the layer's loads
+    bool loads_pending = false;
+    bool prepared = false;     // Prepare ran for the coming step
+    policy::Feedback feedback;  // of the last completed step
+    // Last step, for the log.
+    int64_t needed = 0, on_device = 0, loads = 0, evictions = 0, bytes = 0;
+    int64_t wait_ns = 0, cpu_ns = 0;
+  };
+
+  Device& device_;
+  const sparse::Sidecar& sidecar_;
+  FfnActivation act_;
+  float act_threshold_;
+  DeviceFfnOptions options_;
+  std::unique_ptr<policy::Policy> policy_;
+  std::unique_ptr<policy::Residency> residency_;
+  int n_layer_ = 0, n_groups_ = 0, gs_ = 0, slots_per_layer_ = 0;
+  int64_t n_embd_ = 0;
+  uint64_t stride_ = 0;
+  bool transient_host_ = false;
+
+  DeviceBuffer slots_;    // n_layer × K bundles
+  DeviceBuffer scratch_;  // x, partial, slot list, masks, coef, workspace
+  DeviceBuffer staging_;  // pinned: x, slot list, masks (up), partial (down)
+  float* d_x_ = nullptr;
+  float* d_partial_ = nullptr;
+  uint32_t* d_kept_ = nullptr;
+  uint64_t kept_offset_ = 0;  // bytes from partial to kept (both in scratch and in staging)
+  int32_t* d_slots_ = nullptr;
+  uint32_t* d_masks_ = nullptr;
+  float* d_coef_ = nullptr;
+  void* d_workspace_ = nullptr;
+  uint64_t workspace_bytes_ = 0;
+  float* h_x_ = nullptr;
+  float* h_partial_ = nullptr;
+  uint32_t* h_kept_ = nullptr;
+  int32_t* h_slots_ = nullptr;
+  uint32_t* h_masks_ = nullptr;
+  Event uploaded_, computed_, returned_;
+  OpRef up_gate_op_, down_op_;
+
+  std::vector<LayerState> layers_;
+  // The step in flight (Begin → End).
+  int active_layer_ = -1;
+  int n_listed_ = 0;
+  std::vector<int32_t> pinned_;          // slots pinned while the device reads them
+  std::vector<float> intensity_;
+  std::vector<const uint8_t*> load_src_;  // per group: where a load of this step copies from
+  policy::Plan plan_;
+  int64_t begin_ns_ = 0;
+  int64_t last_kept_ = 0;
+  DeviceFfnStats stats_;
+  absl::Status status_;
+  std::FILE* log_ = nullptr;
+  int64_t log_tokens_ = 0;
+};
+
+}  // namespace kx

@@ -1,0 +1,375 @@
+// The split FFN (engine/device_ffn.h) on the sim device, end to end on a writer-made tiny
+// model with sidecars from the real prepare pipeline (down_t rows and down blocks):
+//   - at device FFN shares of 0/10/50/100 % of the bundles, for every policy, with all
+//     bundles in RAM and under a 50 % RAM budget (three tiers), teacher-forced logits equal
+//     the CPU-only sparse path's within the bound the arithmetic gives (the device multiplies
+//     float coefficients, the CPU 16-bit ones), and greedy text is the same;
+//   - the device computes what it holds (at 100 % every needed group), the online policies
+//     move groups, static never does, and VRAM stays within its budget;
+//   - the negative controls: skipping the host's wait for the device's partial sum, or the
+//     compute stream's wait for its inputs, changes the logits (or fails the step);
+//   - flags that cannot work are errors that say why.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "base/memory_budget.h"
+#include "catch2/catch.hpp"
+#include "engine/device_ffn.h"
+#include "engine/engine.h"
+#include "engine/sparse_runtime.h"
+#include "engine/teacher_forced.h"
+#include "engine/tiny_model.h"
+#include "prepare/prepare.h"
+#include "test_util.h"
+
+namespace {
+
+std::string TempDir() {
+  static const std::string dir = [] {
+    std::string d = "/tmp/kx_test_device_ffn_" + std::to_string(::getpid());
+    ::mkdir(d.c_str(), 0755);
+    return d;
+  }();
+  return dir;
+}
+
+struct Prepared {
+  std::string model, rows, blocks;
+};
+
+// A FATReLU model (t = 1.2: most gates below it) with a rows sidecar of 128 groups of 4, so
+// that most groups are idle in a step and the policies have something to move.
+const Prepared& Sparse() {
+  static const Prepared p = [] {
+    Prepared r;
+    r.model = TempDir() + "/dffn-fatrelu.gguf";
+    r.rows = TempDir() + "/dffn-fatrelu.kairox.gguf";
+    kx::test::TinyModelSpec s;
+    s.n_layer = 3;
+    s.n_embd = 64;
+    s.n_ff = 512;
+    s.seed = 98;
+    s.ffn_act = "fatrelu";
+    s.ffn_act_threshold = 1.2f;
+    auto st = kx::test::WriteTinyModel(r.model, s, nullptr);
+    INFO(st.message());
+    REQUIRE(st.ok());
+    kx::PrepareOptions o;
+    o.model_path = r.model;
+    o.sidecar_path = r.rows;
+    o.down_layout = kx::PrepareOptions::DownLayoutChoice::kRows;
+    o.group_size = 4;
+    o.n_threads = 2;
+    o.calibration.token_budget = 1200;
+    o.calibration.max_new_tokens = 48;
+    o.predictor.ranks = {16};
+    o.predictor.max_rank = 16;
+    o.predictor.train.epochs = 3;
+    auto rep = kx::Prepare(o);
+    INFO(rep.status().message());
+    REQUIRE(rep.ok());
+    return r;
+  }();
+  return p;
+}
+
+// Built once: 3 layers, n_embd 64, n_ff 512; a rows sidecar (32 groups of 16) and a blocks
+// sidecar (16 groups of 32), s = 0.5.
+const Prepared& Tiny() {
+  static const Prepared p = [] {
+    Prepared r;
+    r.model = TempDir() + "/dffn.gguf";
+    r.rows = TempDir() + "/dffn-rows.kairox.gguf";
+    r.blocks = TempDir() + "/dffn-blocks.kairox.gguf";
+    kx::test::TinyModelSpec s;
+    s.n_layer = 3;
+    s.n_embd = 64;
+    s.n_ff = 512;
+    s.seed = 97;
+    auto st = kx::test::WriteTinyModel(r.model, s, nullptr);
+    INFO(st.message());
+    REQUIRE(st.ok());
+    kx::PrepareOptions o;
+    o.model_path = r.model;
+    o.sidecar_path = r.rows;
+    o.sparsity = 0.5f;
+    o.levels = {0.0f, 0.5f};
+    o.down_layout = kx::PrepareOptions::DownLayoutChoice::kRows;
+    o.group_size = 16;
+    o.n_threads = 2;
+    o.calibration.token_budget = 1200;
+    o.calibration.max_new_tokens = 48;
+    o.predictor.ranks = {16};
+    o.predictor.max_rank = 16;
+    o.predictor.train.epochs = 3;
+    auto rows = kx::Prepare(o);
+    INFO(rows.status().message());
+    REQUIRE(rows.ok());
+    o.sidecar_path = r.blocks;
+    o.group_size = 32;
+    o.down_layout = kx::PrepareOptions::DownLayoutChoice::kBlocks;
+    auto blocks = kx::Prepare(o);
+    INFO(blocks.status().message());
+    REQUIRE(blocks.ok());
+    return r;
+  }();
+  return p;
+}
+
+// Sparsity level 0 (threshold 0): every predicted neuron is kept on both sides, so the two
+// paths make the same decisions and differ only in arithmetic. At a level with a real
+// threshold a neuron within rounding distance of it can be kept by one side and dropped by
+// the other (the device's gate·x uses the float input, the CPU's its 16-bit form): that is
+// checked through greedy text below, not through a logit bound.
+kx::EngineOptions Options(const std::string& sidecar, float sparsity = 0.0f) {
+  kx::EngineOptions o;
+  o.n_threads = 2;
+  o.n_ctx = 128;
+  o.sidecar = sidecar;
+  o.device = "cpu";
+  o.sparsity = sparsity;
+  return o;
+}
+
+kx::EngineOptions SimOptions(const std::string& sidecar, const std::string& vram_ffn,
+                             const std::string& policy, float sparsity = 0.0f) {
+  kx::EngineOptions o = Options(sidecar, sparsity);
+  o.device = "sim";
+  o.n_gpu_layers = 0;  // the attention stays on the CPU: only the FFN is split
+  o.vram_ffn = vram_ffn;
+  o.device_policy = policy;
+  return o;
+}
+
+const std::vector<int32_t>& Sequence() {
+  static const std::vector<int32_t> t = kx::test::RandomTokens(7, 32);
+  return t;
+}
+
+// Teacher-forced one token per Eval: every step is a decode step over bundles.
+std::vector<std::vector<float>> Run(kx::Engine& e) {
+  return kx::test::TeacherForced(e, {}, Sequence());
+}
+
+// The largest |logit| of the reference: the bound below scales with it.
+double MaxAbs(const std::vector<std::vector<float>>& rows) {
+  double m = 0;
+  for (const auto& r : rows) {
+    for (float v : r) m = std::max(m, static_cast<double>(std::fabs(v)));
+  }
+  return m;
+}
+
+// The device's coefficients are floats, the CPU's 16-bit (relative error 2^-15 each); the
+// FFN output of a layer moves by about that much of its magnitude, three layers compound it,
+// and the LM head is linear: 1e-3 of the largest logit bounds it with a wide margin (the
+// measured difference is printed; it is orders of magnitude below).
+double Bound(const std::vector<std::vector<float>>& ref) { return 1e-3 * MaxAbs(ref) + 1e-4; }
+
+const std::vector<std::vector<float>>& Reference(const std::string& sidecar) {
+  static std::vector<std::vector<float>> rows_ref, blocks_ref;
+  auto& ref = sidecar == Tiny().rows ? rows_ref : blocks_ref;
+  if (ref.empty()) {
+    auto e = kx::test::LoadEngine(Tiny().model, Options(sidecar));
+    REQUIRE(e->sparse() != nullptr);
+    REQUIRE(e->device_ffn() == nullptr);
+    ref = Run(*e);
+    REQUIRE(kx::test::AllFinite(ref));
+  }
+  return ref;
+}
+
+std::vector<int32_t> Greedy(kx::Engine& e, int n) {
+  std::vector<int32_t> prompt = kx::test::RandomTokens(11, 6);
+  std::vector<int32_t> out;
+  for (int32_t t : prompt) {
+    REQUIRE(e.Eval(std::span<const int32_t>(&t, 1)).ok());
+  }
+  for (int i = 0; i < n; ++i) {
+    auto l = e.Logits();
+    const int32_t t = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+    out.push_back(t);
+    REQUIRE(e.Eval(std::span<const int32_t>(&t, 1)).ok());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("split FFN: the sim device and the CPU compute what the CPU alone computes",
+          "[device_ffn]") {
+  for (const std::string& sidecar : {Tiny().rows, Tiny().blocks}) {
+    const auto& ref = Reference(sidecar);
+    const double bound = Bound(ref);
+    for (const char* ram : {"", "50%"}) {
+      for (const char* share : {"0", "10%", "50%", "100%"}) {
+        for (const char* policy : {"static", "lru", "lfu", "tam", "tam-t", "tam-adaptive",
+                                   "tam-t-adaptive"}) {
+          // 0 % has no device FFN: one policy is enough.
+          if (std::string(share) == "0" && std::string(policy) != "static") continue;
+          const bool blocks = sidecar == Tiny().blocks;
+          DYNAMIC_SECTION((blocks ? "blocks" : "rows")
+                          << " ram " << (*ram ? ram : "all") << " vram-ffn " << share << " "
+                          << policy) {
+            kx::EngineOptions o = SimOptions(sidecar, share, policy);
+            o.ram_budget = ram;
+            auto e = kx::test::LoadEngine(Tiny().model, o);
+            const kx::DeviceFfn* d = e->device_ffn();
+            if (std::string(share) == "0") {
+              CHECK(d == nullptr);
+            } else {
+              REQUIRE(d != nullptr);
+            }
+            const auto got = Run(*e);
+            CHECK(kx::test::AllFinite(got));  // no poisoned device byte reached a result
+            const double diff = kx::test::MaxAbsDiff(got, ref);
+            INFO("max |Δlogit| " << diff << ", bound " << bound);
+            CHECK(diff <= bound);
+            if (d == nullptr) continue;
+            const kx::DeviceFfnStats& st = d->stats();
+            const int n_groups = blocks ? 16 : 32;
+            CHECK(st.layer_steps == 3 * static_cast<int64_t>(Sequence().size()));
+            CHECK(st.groups_needed > 0);
+            CHECK(st.groups_on_device <= st.groups_needed);
+            CHECK(st.groups_on_device > 0);  // every share here holds at least one group
+            if (std::string(share) == "100%") {
+              CHECK(d->slots_per_layer() == n_groups);
+              CHECK(st.groups_on_device == st.groups_needed);
+              CHECK(st.loads == 0);
+            } else {
+              CHECK(d->slots_per_layer() < n_groups);
+            }
+            if (std::string(policy) == "static") CHECK(st.loads + st.evictions == 0);
+            const kx::MemoryBudget* vram = e->vram_budget();
+            REQUIRE(vram != nullptr);
+            CHECK(vram->used() <= vram->limit());
+            CHECK(vram->held("FFN bundles") ==
+                  static_cast<uint64_t>(d->slots_per_layer()) * 3 *
+                      kx::DeviceFfn::SlotBytes(e->sparse()->sidecar()));
+            if (*ram) {
+              CHECK(e->ram_budget().used() <= e->ram_budget().limit());
+              REQUIRE(e->sparse()->tier() != nullptr);
+              // The RAM tier is asked only for what the device does not hold.
+              CHECK(e->sparse()->tier()->stats().groups_needed ==
+                    st.groups_needed - st.groups_on_device);
+            }
+            d->residency().CheckInvariants();
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("split FFN: the online policies move groups; more device slots, more on the device",
+          "[device_ffn]") {
+  int64_t last_on_device = -1;
+  for (const char* share : {"10%", "50%", "100%"}) {
+    auto e = kx::test::LoadEngine(Sparse().model, SimOptions(Sparse().rows, share, "static", -1));
+    Run(*e);
+    const int64_t on = e->device_ffn()->stats().groups_on_device;
+    INFO(share << ": " << on << " groups on the device");
+    CHECK(on > last_on_device);
+    last_on_device = on;
+  }
+  for (const char* policy : {"lru", "lfu", "tam", "tam-adaptive"}) {
+    auto e = kx::test::LoadEngine(Sparse().model, SimOptions(Sparse().rows, "10%", policy, -1));
+    Run(*e);
+    const kx::DeviceFfnStats& st = e->device_ffn()->stats();
+    INFO(policy << ": " << st.groups_needed << " groups needed, " << st.groups_on_device
+                << " on the device, " << st.loads << " loads, " << st.evictions << " evictions");
+    CHECK(st.groups_needed < st.layer_steps * 128 * 9 / 10);  // groups idle: room to move
+    CHECK(st.loads > 0);
+    CHECK(st.evictions > 0);
+    CHECK(st.bytes_loaded ==
+          st.loads * static_cast<int64_t>(kx::DeviceFfn::SlotBytes(e->sparse()->sidecar())));
+    e->device_ffn()->residency().CheckInvariants();
+  }
+}
+
+TEST_CASE("split FFN: greedy text equals the CPU's at the sidecar's sparsity", "[device_ffn]") {
+  for (const std::string& sidecar : {Tiny().rows, Tiny().blocks}) {
+    auto cpu = kx::test::LoadEngine(Tiny().model, Options(sidecar, 0.5f));
+    const auto want = Greedy(*cpu, 24);
+    for (const char* share : {"10%", "50%", "100%"}) {
+      auto sim = kx::test::LoadEngine(Tiny().model,
+                                      SimOptions(sidecar, share, "tam-adaptive", 0.5f));
+      INFO(sidecar << " " << share);
+      CHECK(Greedy(*sim, 24) == want);
+    }
+  }
+}
+
+TEST_CASE("split FFN: skipping a wait on the device changes the logits", "[device_ffn]") {
+  // Copies of 20 ms: a skipped wait reads buffers before their copy lands. Waits are
+  // counted from 0 in call order (the initial placement synchronizes a stream, which is not
+  // counted); each layer step with groups on the device makes three: #0 the compute stream
+  // for the inputs, #1 the critical stream for the partial sum, #2 the host for its copy.
+  const std::string profiles = TempDir() + "/slow_profiles.json";
+  std::ofstream(profiles) << R"({"default": "slow", "profiles": {"slow": {
+      "description": "copies of 20 ms", "memory": "1GiB", "h2d_gb_per_s": 10.0,
+      "d2h_gb_per_s": 10.0, "copy_latency_us": 20000.0, "device_gb_per_s": 100.0}}})";
+  REQUIRE(::setenv("KAIROX_DEVICE_PROFILE", profiles.c_str(), 1) == 0);
+  const std::vector<int32_t> forced = kx::test::RandomTokens(17, 2);
+  auto cpu = kx::test::LoadEngine(Tiny().model, Options(Tiny().blocks));
+  const auto want = kx::test::TeacherForced(*cpu, {}, forced);
+  const double bound = Bound(want);
+  {
+    auto sim = kx::test::LoadEngine(Tiny().model, SimOptions(Tiny().blocks, "100%", "static"));
+    CHECK(kx::test::MaxAbsDiff(kx::test::TeacherForced(*sim, {}, forced), want) <= bound);
+  }
+  for (int64_t skip : {0, 2}) {
+    kx::EngineOptions o = SimOptions(Tiny().blocks, "100%", "static");
+    o.debug_skip_event_wait = skip;
+    auto e = kx::Engine::Load(Tiny().model, o);
+    REQUIRE(e.ok());
+    bool differs = false;
+    for (size_t i = 0; i < forced.size(); ++i) {
+      absl::Status st = (*e)->Eval(std::span<const int32_t>(&forced[i], 1));
+      if (!st.ok()) {  // the step read a poisoned slot list: a device error, sticky
+        differs = true;
+        break;
+      }
+      std::vector<float> l((*e)->Logits().begin(), (*e)->Logits().end());
+      std::vector<std::vector<float>> one{l};
+      std::vector<std::vector<float>> ref{want[i]};
+      if (!kx::test::AllFinite(one) || kx::test::MaxAbsDiff(one, ref) > bound) differs = true;
+    }
+    INFO("skipped wait #" << skip);
+    CHECK(differs);
+  }
+  ::unsetenv("KAIROX_DEVICE_PROFILE");
+}
+
+TEST_CASE("split FFN: flags that cannot work are errors that say why", "[device_ffn]") {
+  SECTION("more device slots than the VRAM budget leaves") {
+    kx::EngineOptions o = SimOptions(Tiny().rows, "100%", "static");
+    o.vram_budget = "64K";
+    auto e = kx::Engine::Load(Tiny().model, o);
+    REQUIRE(!e.ok());
+    const std::string msg(e.status().message());
+    CHECK_THAT(msg, Catch::Contains("--vram-ffn 100%"));
+    CHECK_THAT(msg, Catch::Contains("leaves"));
+  }
+  SECTION("not a size") {
+    auto e = kx::Engine::Load(Tiny().model, SimOptions(Tiny().rows, "lots", "static"));
+    REQUIRE(!e.ok());
+    CHECK_THAT(std::string(e.status().message()), Catch::Contains("--vram-ffn"));
+  }
+  SECTION("an unknown policy") {
+    auto e = kx::Engine::Load(Tiny().model, SimOptions(Tiny().rows, "50%", "fifo"));
+    REQUIRE(!e.ok());
+    CHECK_THAT(std::string(e.status().message()), Catch::Contains("tam-adaptive"));
+  }
+  SECTION("the default gives the FFN what the budget leaves") {
+    auto e = kx::test::LoadEngine(Tiny().model, SimOptions(Tiny().rows, "", "tam-adaptive"));
+    REQUIRE(e->device_ffn() != nullptr);
+    CHECK(e->device_ffn()->slots_per_layer() == 32);  // the sim profile's 24 GiB hold them all
+  }
+}
