@@ -204,6 +204,10 @@ kx_status kx_session_create(const kx_model* model, const kx_session_params* para
     } else if (model->options.budget_gpu > 0) {
       eo.vram_budget = std::to_string(model->options.budget_gpu);
     }
+    if (p.vram_ffn != nullptr) eo.vram_ffn = p.vram_ffn;
+    if (p.device_policy != nullptr && p.device_policy[0] != '\0') {
+      eo.device_policy = p.device_policy;
+    }
     eo.n_gpu_layers = p.n_gpu_layers == KX_GPU_LAYERS_AUTO   ? -1
                       : p.n_gpu_layers == KX_GPU_LAYERS_NONE ? 0
                                                              : p.n_gpu_layers;

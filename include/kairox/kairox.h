@@ -276,6 +276,12 @@ typedef struct kx_session_params {
                             * of the device); else "4G" or "50%" of the device. Copied. */
   int32_t n_gpu_layers;    /* KX_GPU_LAYERS_AUTO (0, default): every layer that fits;
                             * N > 0: at most N; KX_GPU_LAYERS_NONE: nothing on the device */
+  /* The split FFN (docs/device.md): with a sidecar and a device, the predicted FFN groups the
+   * device holds are computed there, the rest on the CPU; which groups it holds changes
+   * online. Callers compiled against a smaller struct get the defaults. */
+  const char* vram_ffn;      /* NULL or "": the VRAM the attention layers and the head leave;
+                              * "2G", or "30%" of the sidecar's bundles; "0": CPU only. Copied. */
+  const char* device_policy; /* NULL or "": "tam-adaptive"; static, lru, lfu, tam, ... Copied. */
 } kx_session_params;
 
 enum { KX_GPU_LAYERS_AUTO = 0, KX_GPU_LAYERS_NONE = -1 };

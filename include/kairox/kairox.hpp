@@ -247,6 +247,8 @@ struct SessionParams {
   std::string device;       // "": the model's (auto); cpu, cuda, sim, auto (docs/device.md)
   std::string vram_budget;  // "": the model's (all of the device); "4G" or "50%"
   int32_t n_gpu_layers = -1;  // -1: every layer that fits; 0: none; N: at most N (-ngl)
+  std::string vram_ffn;       // "": what the device has left; "2G", "30%" of the bundles, "0"
+  std::string device_policy;  // "": tam-adaptive
 };
 
 struct GenerateParams {
@@ -279,6 +281,8 @@ class Session {
     sp.prefetch = p.prefetch ? KX_PREFETCH_ON : KX_PREFETCH_OFF;
     sp.device = p.device.c_str();
     sp.vram_budget = p.vram_budget.c_str();
+    sp.vram_ffn = p.vram_ffn.c_str();
+    sp.device_policy = p.device_policy.c_str();
     sp.n_gpu_layers = p.n_gpu_layers < 0    ? KX_GPU_LAYERS_AUTO
                       : p.n_gpu_layers == 0 ? KX_GPU_LAYERS_NONE
                                             : p.n_gpu_layers;

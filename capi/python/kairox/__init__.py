@@ -368,7 +368,8 @@ class Session:
                  sparsity: float = 0.0, ram_budget: Optional[str] = None,
                  policy: Optional[str] = None, prefetch: bool = True,
                  device: Optional[str] = None, vram_budget: Optional[str] = None,
-                 n_gpu_layers: int = -1) -> None:
+                 n_gpu_layers: int = -1, vram_ffn: Optional[str] = None,
+                 device_policy: Optional[str] = None) -> None:
         """sidecar: a kairox-prepare sidecar (None: <model>.kairox.gguf beside the model, if
         present); sparse=False runs dense; sparsity 0 uses the sidecar's own level.
         ram_budget: "512M", "2G" or "50%" (None: the model's); with a sidecar, FFN bundles are
@@ -376,7 +377,10 @@ class Session:
         resident ("tam-adaptive" by default); prefetch=False reads a layer's bundles only
         when it runs. device: "cpu", "cuda", "sim" or "auto" (None: the model's, auto by
         default); vram_budget: "4G" or "50%" of the device (None: the model's); n_gpu_layers:
-        at most that many layers' attention on the device (-1: all that fit, 0: none)."""
+        at most that many layers' attention on the device (-1: all that fit, 0: none).
+        vram_ffn: the split FFN's device slots, "2G" or "30%" of the sidecar's bundles ("0":
+        the FFN stays on the CPU; None: what the device has left); device_policy: which FFN
+        groups hold them ("tam-adaptive" by default)."""
         lib = C.lib()
         p = C.SessionParams()
         _check(lib.kx_session_params_init(ctypes.byref(p), ctypes.sizeof(p)))
@@ -397,6 +401,8 @@ class Session:
             raise ValueError(f"n_gpu_layers must be -1 (all that fit), 0 or a layer count, "
                              f"got {n_gpu_layers!r}")
         p.n_gpu_layers = 0 if n_gpu_layers < 0 else (-1 if n_gpu_layers == 0 else n_gpu_layers)
+        p.vram_ffn = vram_ffn.encode() if vram_ffn is not None else None
+        p.device_policy = device_policy.encode() if device_policy else None
         # Set before anything can fail, so that close() (from __del__) always finds them.
         self._handle: Optional[int] = None
         self._lock = threading.Lock()  # held by the running call (see _use)

@@ -60,7 +60,8 @@ class SessionParams(ctypes.Structure):
                 ("sparse", c_int32), ("sparsity", c_float), ("ram_budget", ctypes.c_char_p),
                 ("policy", ctypes.c_char_p), ("prefetch", c_int32),
                 ("device", ctypes.c_char_p), ("vram_budget", ctypes.c_char_p),
-                ("n_gpu_layers", c_int32)]
+                ("n_gpu_layers", c_int32), ("vram_ffn", ctypes.c_char_p),
+                ("device_policy", ctypes.c_char_p)]
 
 
 class SamplerParams(ctypes.Structure):
