@@ -44,6 +44,11 @@ constexpr uint64_t kWord = sizeof(uint32_t);
 constexpr uint64_t kArenaAlign = 16;  // arena, x, coef; slot_stride a multiple of it
 constexpr int kMaxGroupSize = 32;
 constexpr uint32_t kNoTypeAlign = 0;
+// The launchers' grid limits: more work is refused (which also keeps byte counts far from
+// overflowing). sparse_up_gate runs a block per 4 neurons, the down ops a grid row per chunk.
+constexpr int64_t kMaxUpGateBlocks = 0x7fffffff;
+constexpr int64_t kUpGateNeuronsPerBlock = 4;
+constexpr int64_t kMaxChunks = 65535;
 
 absl::Status Invalid(std::string_view op, std::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(absl::string_view(op.data(), op.size()), ": ",
@@ -101,8 +106,9 @@ bool IsKQuant(GgmlType t) {
 }
 
 // Rows of n elements of ggml type `type_id` starting `first` bytes into a 16-byte aligned
-// bundle, back to back: their bytes and the kernel that dequantizes them. Unimplemented for a
-// type the CUDA decoders (or, with k_quants false, the down_t decoders) do not read.
+// bundle, back to back: their bytes and the kernel that dequantizes them. As the module:
+// InvalidArgument for an id that is no ggml type, Unimplemented for a type the CUDA decoders
+// (or, with k_quants false, the down_t decoders) do not read.
 struct Rows {
   uint64_t row_bytes = 0;
   const cpu::TypeKernels* kernels = nullptr;
@@ -110,7 +116,11 @@ struct Rows {
 absl::StatusOr<Rows> PickRows(std::string_view op, std::string_view arg, int32_t type_id, int64_t n,
                               uint64_t first, bool k_quants) {
   const auto type = static_cast<GgmlType>(type_id);
-  const uint32_t align = type_id >= 0 ? DecoderAlign(type) : kNoTypeAlign;
+  if (type_id < 0 || FindTypeInfo(static_cast<uint32_t>(type_id)) == nullptr) {
+    return Invalid(op, absl::StrCat(absl::string_view(arg.data(), arg.size()), " ", type_id,
+                                    " is not a ggml type"));
+  }
+  const uint32_t align = DecoderAlign(type);
   const cpu::TypeKernels* tk = align != kNoTypeAlign ? cpu::Kernels().For(type) : nullptr;
   if (tk == nullptr || (!k_quants && IsKQuant(type))) {
     return absl::UnimplementedError(absl::StrCat(
@@ -175,6 +185,9 @@ absl::Status RunSparseUpGate(const void* raw, const SimMemory& mem) {
   if (a->n_listed == 0) return absl::OkStatus();
   const int32_t gs = a->group_size;
   if (!ValidGroupSize(gs)) return Invalid(kOp, "group_size must be 4, 8, 16 or 32");
+  if (a->n_listed > kMaxUpGateBlocks / (gs / kUpGateNeuronsPerBlock)) {
+    return Invalid(kOp, "too many listed groups");
+  }
   if (a->arena == nullptr || a->slots == nullptr || a->x == nullptr || a->coef == nullptr) {
     return Invalid(kOp, "arena, slots, x and coef must be non-NULL");
   }
@@ -305,6 +318,8 @@ absl::Status RunSparseDownBlocks(const void* raw, const SimMemory& mem) {
                    "arena and coef must be 16-byte aligned, slot_stride a multiple of 16, "
                    "down_offset even");
   }
+  const int64_t n_chunks = (a->n_listed + kPerChunk - 1) / kPerChunk;
+  if (n_chunks > kMaxChunks) return Invalid(kOp, "too many groups");
   const auto n_listed = static_cast<uint64_t>(a->n_listed);
   const uint64_t need = kx_cuda_sparse_down_blocks_workspace_bytes(n, a->n_listed);
   KX_RETURN_IF_ERROR(CheckDownBuffers(kOp, mem, a->coef, n_listed * kGroup * kF32, a->slots,
@@ -314,7 +329,6 @@ absl::Status RunSparseDownBlocks(const void* raw, const SimMemory& mem) {
   KX_RETURN_IF_ERROR(CheckSlots(kOp, mem, a->arena, a->slot_stride, a->slots, a->n_listed,
                                 a->down_offset, part_bytes));
 
-  const int64_t n_chunks = (a->n_listed + kPerChunk - 1) / kPerChunk;
   ReduceChunks(n_chunks, n, static_cast<float*>(a->workspace), a->y, [&](int64_t c, double* acc) {
     const int64_t end = std::min(a->n_listed, (c + 1) * kPerChunk);
     for (int64_t i = c * kPerChunk; i < end; ++i) {
@@ -355,7 +369,9 @@ absl::Status RunSparseDownRows(const void* raw, const SimMemory& mem) {
   KX_ASSIGN_OR_RETURN(const Rows down,
                       PickRows(kOp, "down_type", a->down_type, n, a->down_offset, false));
   const auto n_listed = static_cast<uint64_t>(a->n_listed);
+  if (a->n_listed > kMaxChunks * kPerChunk / gs) return Invalid(kOp, "too many groups");
   const int64_t n_rows = a->n_listed * gs;
+  const int64_t n_chunks = (n_rows + kPerChunk - 1) / kPerChunk;
   const uint64_t need = kx_cuda_sparse_down_rows_workspace_bytes(n, a->n_listed, gs);
   KX_RETURN_IF_ERROR(CheckDownBuffers(kOp, mem, a->coef, static_cast<uint64_t>(n_rows) * kF32,
                                       a->slots, n_listed * kWord, a->y, n, a->workspace,
@@ -364,7 +380,6 @@ absl::Status RunSparseDownRows(const void* raw, const SimMemory& mem) {
                                 a->down_offset, static_cast<uint64_t>(gs) * down.row_bytes));
 
   std::vector<float> w(static_cast<size_t>(n));
-  const int64_t n_chunks = (n_rows + kPerChunk - 1) / kPerChunk;
   ReduceChunks(n_chunks, n, static_cast<float*>(a->workspace), a->y, [&](int64_t c, double* acc) {
     const int64_t end = std::min(n_rows, (c + 1) * kPerChunk);
     for (int64_t r = c * kPerChunk; r < end; ++r) {

@@ -343,6 +343,22 @@ TEST_CASE("sim: a bad slot, host memory or a short workspace is an error, not a 
     a.coef = rig.Upload(coef);
     a.y = rig.Alloc<float>(256);
     REQUIRE(absl::IsUnimplemented(rig.Run("sparse_down_rows", &a)));
+    Rig unknown;  // an id that is no ggml type is an argument error, as in the module
+    a.arena = UploadArena(unknown, L);
+    a.slots = unknown.Upload(l.slots);
+    a.coef = unknown.Upload(coef);
+    a.y = unknown.Alloc<float>(256);
+    a.down_type = 99;
+    ExpectRefused("sparse_down_rows", &a, unknown, "is not a ggml type");
+    // A count whose byte sizes would overflow is refused before any range is computed.
+    Rig huge;
+    a.arena = UploadArena(huge, L);
+    a.slots = huge.Upload(l.slots);
+    a.coef = huge.Upload(coef);
+    a.y = huge.Alloc<float>(256);
+    a.down_type = static_cast<int32_t>(GgmlType::kF16);
+    a.n_listed = int64_t{1} << 62;
+    ExpectRefused("sparse_down_rows", &a, huge, "too many groups");
     Rig fresh;
     a.struct_size = 8;
     REQUIRE(
