@@ -23,9 +23,10 @@ constexpr const char* kDescription =
     "lib/policy on a device profile, per VRAM budget (share of each layer's FFN groups with a\n"
     "device slot): simulated tokens/s, reload bytes, hit rate, stall breakdown. docs/sim.md.";
 
-// This machine's read bandwidth on 2 threads as kairox-bench measured it (docs/sim.md):
-// a stand-in for a desktop CPU's; pass your own with --cpu-gb-per-s.
-constexpr double kDefaultCpuGbPerS = 20.0;
+// The CPU sparse FFN's read rate on this machine: SmolLM2's dense FFN (1.66 MB a layer) walked
+// from DRAM in 43-46 µs on 2 threads, docs/sparsity.md (load 1.7). kairox-bench's DRAM probe
+// reads 2.4 GB/s here under load 12: pass your machine's own with --cpu-gb-per-s.
+constexpr double kDefaultCpuGbPerS = 37.0;
 constexpr double kMicro = 1e-6;
 constexpr double kPercent = 100.0;
 
