@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Draws kairox-sim's results (its --csv output) as PNGs, one figure per hardware profile:
 tokens/s vs VRAM budget and reload bytes per token vs VRAM budget, one line per policy.
-Needs matplotlib (Debian: apt-get install python3-matplotlib).
+Needs matplotlib (Debian: apt-get install python3-matplotlib; run it with /usr/bin/python3).
 
   build/bin/kairox-sim TRACE --profile rtx4090-pcie4,h100-pcie5 --csv > sim.csv
-  python3 benchmarks/sim/plot.py sim.csv [OUT_PREFIX]   # writes OUT_PREFIX-<profile>.png
+  /usr/bin/python3 benchmarks/sim/plot.py sim.csv [OUT_PREFIX]   # writes OUT_PREFIX-<profile>.png
 """
 import csv
 import sys
@@ -21,7 +21,8 @@ def main():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        sys.exit("plot.py: matplotlib is missing (apt-get install python3-matplotlib)")
+        sys.exit("plot.py: matplotlib is missing (Debian: apt-get install python3-matplotlib, then "
+                 "run this with /usr/bin/python3)")
     with open(src, newline="") as f:
         rows = list(csv.DictReader(f))
     if not rows:
