@@ -28,6 +28,7 @@ constexpr const char* kDescription =
 // reads 2.4 GB/s here under load 12: pass your machine's own with --cpu-gb-per-s.
 constexpr double kDefaultCpuGbPerS = 37.0;
 constexpr double kMicro = 1e-6;
+constexpr double kDefaultLaunchUs = 5.0;  // kx::sim::kDefaultLaunchSeconds in µs
 constexpr double kPercent = 100.0;
 
 int Fail(const std::string& msg) {
@@ -61,7 +62,7 @@ int main(int argc, char** argv) {
   kx::cli::SetUp(app);
   std::string trace_path, profiles = "rtx4090-pcie4", policies, budgets = "10,30,50,70,90";
   std::string model_path, sidecar_path, placement = "trace";
-  double cpu_gb_per_s = kDefaultCpuGbPerS, launch_us = kx::sim::kDefaultLaunchSeconds / kMicro;
+  double cpu_gb_per_s = kDefaultCpuGbPerS, launch_us = kDefaultLaunchUs;
   double non_ffn_us = -1, per_token_us = -1, lambda = kx::policy::PolicyOptions{}.lambda;
   int64_t neuron_bytes = 0, first_step = 0, steps = 0;
   bool csv = false, json = false, no_sidecar = false;
