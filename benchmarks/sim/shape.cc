@@ -1,0 +1,85 @@
+#include "shape.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string_view>
+
+#include "model/gguf.h"
+
+namespace kx::sim_cli {
+namespace {
+
+absl::StatusOr<const GgufTensorInfo*> Tensor(const GgufFile& f, const std::string& path,
+                                             const std::string& name) {
+  const GgufTensorInfo* t = f.FindTensor(name);
+  if (t == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": no tensor ", name, " (kairox-sim reads llama-family FFN shapes)"));
+  }
+  return t;
+}
+
+}  // namespace
+
+absl::StatusOr<ModelShape> ReadModelShape(const std::string& model_path,
+                                          const std::string& sidecar_path, int n_groups) {
+  ModelShape s;
+  s.model_path = model_path;
+  KX_ASSIGN_OR_RETURN(GgufFile f, GgufFile::Open(model_path));
+  KX_ASSIGN_OR_RETURN(const GgufTensorInfo* up, Tensor(f, model_path, "blk.0.ffn_up.weight"));
+  KX_ASSIGN_OR_RETURN(const GgufTensorInfo* gate, Tensor(f, model_path, "blk.0.ffn_gate.weight"));
+  KX_ASSIGN_OR_RETURN(const GgufTensorInfo* down, Tensor(f, model_path, "blk.0.ffn_down.weight"));
+  s.n_embd = up->ne[0];
+  s.n_ff = up->ne[1];
+  if (s.n_ff <= 0 || s.n_embd <= 0) return absl::InvalidArgumentError(model_path + ": empty FFN");
+  s.neuron_bytes = (up->size_bytes + gate->size_bytes + down->size_bytes) /
+                   static_cast<uint64_t>(s.n_ff);
+  for (const GgufTensorInfo& t : f.tensors()) {
+    const std::string_view name = t.name;
+    if (name.starts_with("blk.0.") && !name.starts_with("blk.0.ffn_")) s.attn_bytes += t.size_bytes;
+    int layer = -1;
+    if (name.starts_with("blk.") && std::sscanf(t.name.c_str(), "blk.%d.", &layer) == 1)
+      s.n_layer = std::max(s.n_layer, layer + 1);
+  }
+  const GgufTensorInfo* head = f.FindTensor("output.weight");
+  if (head == nullptr) head = f.FindTensor("token_embd.weight");  // tied embeddings
+  if (head != nullptr) s.head_bytes += head->size_bytes;
+  if (const GgufTensorInfo* norm = f.FindTensor("output_norm.weight")) s.head_bytes += norm->size_bytes;
+
+  if (sidecar_path.empty()) return s;
+  s.sidecar_path = sidecar_path;
+  KX_ASSIGN_OR_RETURN(GgufFile sc, GgufFile::Open(sidecar_path));
+  KX_ASSIGN_OR_RETURN(uint64_t gs, sc.GetUint("kairox.group_size"));
+  KX_ASSIGN_OR_RETURN(uint64_t sc_n_ff, sc.GetUint("kairox.model.n_ff"));
+  if (static_cast<int64_t>(sc_n_ff) != s.n_ff || gs == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        sidecar_path, ": sidecar of n_ff ", sc_n_ff, " does not match the model's ", s.n_ff));
+  }
+  s.sidecar_group_size = static_cast<int>(gs);
+  KX_ASSIGN_OR_RETURN(const GgufTensorInfo* bundles,
+                      Tensor(sc, sidecar_path, "blk.0.kairox.bundles"));
+  s.neuron_bytes = bundles->size_bytes / static_cast<uint64_t>(s.n_ff);  // stride included
+  s.group_frequency.assign(static_cast<size_t>(s.n_layer) * n_groups, 0.0f);
+  for (int l = 0; l < s.n_layer; ++l) {
+    KX_ASSIGN_OR_RETURN(const GgufTensorInfo* freq,
+                        Tensor(sc, sidecar_path, absl::StrCat("blk.", l, ".kairox.freq")));
+    if (freq->type != GgmlType::kF32 || freq->n_elements() != s.n_ff) {
+      return absl::InvalidArgumentError(absl::StrCat(sidecar_path, ": blk.", l,
+                                                     ".kairox.freq is not ", s.n_ff, " floats"));
+    }
+    const float* p = reinterpret_cast<const float*>(sc.TensorData(*freq));
+    for (int g = 0; g < n_groups; ++g) {
+      double sum = 0;
+      int n = 0;
+      for (int64_t j = static_cast<int64_t>(g) * static_cast<int64_t>(gs);
+           j < std::min<int64_t>((g + 1) * static_cast<int64_t>(gs), s.n_ff); ++j, ++n) {
+        sum += p[j];
+      }
+      s.group_frequency[static_cast<size_t>(l) * n_groups + g] =
+          n > 0 ? static_cast<float>(sum / n) : 0.0f;
+    }
+  }
+  return s;
+}
+
+}  // namespace kx::sim_cli

@@ -1,0 +1,36 @@
+// What kairox-sim needs to know of the model behind a trace, read from the
+// GGUF files themselves (the trace's metadata names them): the bytes one FFN
+// neuron moves or reads, the hidden size, the non-FFN weights of a layer and
+// the LM head; from the sidecar, when there is one, the exact bundle stride and
+// the calibration frequency of each group.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace kx::sim_cli {
+
+struct ModelShape {
+  std::string model_path;
+  std::string sidecar_path;  // empty when none was read
+  int64_t n_embd = 0;
+  int64_t n_ff = 0;
+  int n_layer = 0;
+  uint64_t neuron_bytes = 0;  // the sidecar's bundle stride / GS, else the model's up+gate+down
+  uint64_t attn_bytes = 0;    // layer 0's tensors other than ffn_* (attention, norms)
+  uint64_t head_bytes = 0;    // output.weight (or the tied token_embd.weight) + output_norm
+  int sidecar_group_size = 0;
+  // [layer * n_groups + g]: the sidecar's calibration frequency averaged over each group
+  // (the engine's initial placement input); empty without a sidecar.
+  std::vector<float> group_frequency;
+};
+
+// Reads the model (required) and the sidecar (optional: "" skips it).
+// n_groups is the trace's groups per layer (for group_frequency).
+absl::StatusOr<ModelShape> ReadModelShape(const std::string& model_path,
+                                          const std::string& sidecar_path, int n_groups);
+
+}  // namespace kx::sim_cli
