@@ -324,7 +324,15 @@ TEST_CASE("split FFN: skipping a wait on the device changes the logits", "[devic
     auto sim = kx::test::LoadEngine(Tiny().model, SimOptions(Tiny().blocks, "100%", "static"));
     CHECK(kx::test::MaxAbsDiff(kx::test::TeacherForced(*sim, {}, forced), want) <= bound);
   }
-  for (int64_t skip : {0, 2}) {
+  // #2 is a deliberate data race on host memory (the host reads the staging buffer the copy
+  // is writing), which ThreadSanitizer rightly reports: only #0 (inside the simulated device,
+  // under its lock) runs there.
+#if defined(__SANITIZE_THREAD__)
+  const std::vector<int64_t> skips = {0};
+#else
+  const std::vector<int64_t> skips = {0, 2};
+#endif
+  for (int64_t skip : skips) {
     kx::EngineOptions o = SimOptions(Tiny().blocks, "100%", "static");
     o.debug_skip_event_wait = skip;
     auto e = kx::Engine::Load(Tiny().model, o);
