@@ -68,10 +68,12 @@ uint64_t DeviceFfn::SlotBytes(const sparse::Sidecar& sidecar) {
   return sidecar.layer(0).layout.bundle_stride;
 }
 
-DeviceFfn::DeviceFfn(Device& device, const sparse::Sidecar& sidecar, FfnActivation act,
-                     float act_threshold, const DeviceFfnOptions& options)
+DeviceFfn::DeviceFfn(Device& device, const sparse::Sidecar& sidecar,
+                     const cpu::KernelTable& kernels, FfnActivation act, float act_threshold,
+                     const DeviceFfnOptions& options)
     : device_(device),
       sidecar_(sidecar),
+      gate_kernels_(kernels.For(sidecar.layer(0).layout.gate_type)),
       act_(act),
       act_threshold_(act_threshold),
       options_(options) {}
@@ -84,10 +86,12 @@ DeviceFfn::~DeviceFfn() {
 
 absl::StatusOr<std::unique_ptr<DeviceFfn>> DeviceFfn::Create(Device& device,
                                                              const sparse::Sidecar& sidecar,
+                                                             const cpu::KernelTable& kernels,
                                                              FfnActivation act,
                                                              float act_threshold,
                                                              const DeviceFfnOptions& options) {
-  auto d = std::unique_ptr<DeviceFfn>(new DeviceFfn(device, sidecar, act, act_threshold, options));
+  auto d = std::unique_ptr<DeviceFfn>(
+      new DeviceFfn(device, sidecar, kernels, act, act_threshold, options));
   KX_RETURN_IF_ERROR(d->Init());
   return d;
 }
@@ -99,6 +103,10 @@ absl::Status DeviceFfn::Init() {
   gs_ = l.group_size;
   n_embd_ = l.n_embd;
   stride_ = l.bundle_stride;
+  if (gate_kernels_ == nullptr) {
+    return absl::UnimplementedError("device FFN: the CPU has no kernels for the gate type");
+  }
+  act_scratch_.resize(gate_kernels_->act_bytes(n_embd_));
   for (const char* op : {"sparse_up_gate", sidecar_.down_layout() == sparse::DownLayout::kBlocks
                                                ? "sparse_down_blocks"
                                                : "sparse_down_rows"}) {
@@ -199,6 +207,20 @@ absl::Status DeviceFfn::InitialPlacement() {
   return absl::OkStatus();
 }
 
+void DeviceFfn::CpuInput(const float* x, float* dst) {
+  gate_kernels_->quantize_act(x, n_embd_, act_scratch_.data());
+  if (gate_kernels_->act_bytes(n_embd_) == sizeof(float) * static_cast<size_t>(n_embd_)) {
+    std::memcpy(dst, act_scratch_.data(), sizeof(float) * n_embd_);  // float types: x itself
+    return;
+  }
+  const auto* blocks = reinterpret_cast<const cpu::BlockQ16A*>(act_scratch_.data());
+  for (int64_t b = 0; b < n_embd_ / cpu::kQ16ABlock; ++b) {
+    for (int j = 0; j < cpu::kQ16ABlock; ++j) {
+      dst[b * cpu::kQ16ABlock + j] = blocks[b].d * static_cast<float>(blocks[b].qs[j]);
+    }
+  }
+}
+
 void DeviceFfn::HostMasks(int layer, const uint32_t* masks, uint32_t* out) const {
   for (int g = 0; g < n_groups_; ++g) {
     out[g] = residency_->resident(layer, g) ? 0u : masks[g];
@@ -270,7 +292,7 @@ absl::Status DeviceFfn::RunBegin(int layer, const uint32_t* masks, const float* 
 
   const sparse::BundleLayout& lay = sidecar_.layer(layer).layout;
   uint8_t* arena = SlotPtr(layer, 0);
-  std::memcpy(h_x_, x, sizeof(float) * n_embd_);
+  CpuInput(x, h_x_);
   KX_RETURN_IF_ERROR(device_.CopyH2D(StreamKind::kCritical, d_x_, h_x_, sizeof(float) * n_embd_));
   KX_RETURN_IF_ERROR(device_.CopyH2D(StreamKind::kCritical, d_slots_, h_slots_, sizeof(int32_t) * n));
   KX_RETURN_IF_ERROR(

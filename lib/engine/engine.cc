@@ -195,7 +195,7 @@ absl::Status OpenDeviceFfn(Engine::Impl& m) {
   fo.slot_bytes = std::min(slots, all);
   fo.policy = o.device_policy;
   fo.log_path = o.device_log;
-  KX_ASSIGN_OR_RETURN(m.device_ffn, DeviceFfn::Create(dev, sc, m.hp.ffn_act,
+  KX_ASSIGN_OR_RETURN(m.device_ffn, DeviceFfn::Create(dev, sc, *m.kernels, m.hp.ffn_act,
                                                       m.hp.ffn_act_threshold, fo));
   m.sparse->AttachDevice(m.device_ffn.get());
   return absl::OkStatus();

@@ -135,10 +135,14 @@ TEST_CASE("the default model's sidecar: prepare, report, sparse decode") {
   CHECK(std::fabs(ppl_sparse / ppl_masked - 1.0) < 0.01);
 
   // The split FFN (docs/device.md) on the sim device, the attention on the device too: the
-  // device computes its groups with float coefficients, the CPU with 16-bit ones, so the two
-  // differ in the last bits and, through neurons at the threshold, a little more; over the
-  // paragraph the perplexity stays within 0.5 % of the CPU's bundles, under a RAM budget too
-  // (three tiers), while the device computes a growing share of the groups.
+  // device sums in another order than the CPU (and multiplies float coefficients where the
+  // CPU's down blocks take 16-bit ones), which moves neurons at the CATS threshold to the
+  // other side, and those flips grow through the layers: at this sparsity the CPU alone with
+  // 1 and 2 threads (sums in another order, nothing else) differed by 2.5 % in this
+  // paragraph's perplexity (29.48 vs 28.77 with kairox-sim's SmolLM2 sidecar). So the bound is
+  // 5 %, under a RAM budget too (three tiers), while the device computes a growing share of
+  // the groups; a wrong partial sum or a group computed twice or not at all moves it by far
+  // more (a skipped device share: tests/tier/test_device_ffn.cc's negative control).
   double last_share = -1.0;
   for (const char* vram_ffn : {"10%", "50%", "100%"}) {
     for (const char* ram : {"", "50%"}) {
@@ -161,7 +165,7 @@ TEST_CASE("the default model's sidecar: prepare, report, sparse decode") {
                    "predicted neurons on the device, %lld reloads\n",
                    vram_ffn, *ram ? ", ram-budget " : "", ram, ppl, ppl_sparse, 100.0 * share,
                    static_cast<long long>(st.loads));
-      CHECK(std::fabs(ppl / ppl_sparse - 1.0) < 0.005);
+      CHECK(std::fabs(ppl / ppl_sparse - 1.0) < 0.05);
       if (!*ram) {
         CHECK(share > last_share);
         last_share = share;
