@@ -259,8 +259,8 @@ absl::Status DeviceFfn::RunBegin(int layer, const uint32_t* masks, const float* 
     ++n;
   }
   n_listed_ = n;
-  L.needed = needed;
-  L.on_device = n;
+  L.last.needed = needed;
+  L.last.on_device = n;
   stats_.layer_steps += 1;
   stats_.groups_needed += needed;
   stats_.groups_on_device += n;
@@ -414,12 +414,13 @@ absl::Status DeviceFfn::Balance(int layer) {
     KX_RETURN_IF_ERROR(device_.RecordEvent(StreamKind::kBackground, L.loaded));
     L.loads_pending = true;
   }
-  L.loads = static_cast<int64_t>(plan_.load.size());
-  L.evictions = static_cast<int64_t>(plan_.evict.size());
-  L.bytes = L.loads * static_cast<int64_t>(stride_);
-  stats_.loads += L.loads;
-  stats_.evictions += L.evictions;
-  stats_.bytes_loaded += L.bytes;
+  DeviceFfnLayerStep& last = L.last;
+  last.loads = static_cast<int64_t>(plan_.load.size());
+  last.evictions = static_cast<int64_t>(plan_.evict.size());
+  last.bytes = last.loads * static_cast<int64_t>(stride_);
+  stats_.loads += last.loads;
+  stats_.evictions += last.evictions;
+  stats_.bytes_loaded += last.bytes;
   return absl::OkStatus();
 }
 
@@ -438,7 +439,7 @@ absl::Status DeviceFfn::RunEnd(int layer, float* y) {
   active_layer_ = -1;
   LayerState& L = layers_[layer];
   const int64_t t0 = NowNs();
-  L.cpu_ns = t0 - begin_ns_;
+  L.last.cpu_ns = t0 - begin_ns_;
   int64_t kept = 0;
   if (n_listed_ > 0) {
     KX_RETURN_IF_ERROR(device_.EventSynchronize(returned_));
@@ -449,32 +450,32 @@ absl::Status DeviceFfn::RunEnd(int layer, float* y) {
   for (int slot : pinned_) residency_->Unpin(layer, slot);
   pinned_.clear();
   const int64_t t1 = NowNs();
-  L.wait_ns = t1 - t0;
+  L.last.wait_ns = t1 - t0;
   if (transient_host_ && L.loads_pending) {
     // The host tier may reuse the buffers these loads read once the layer is released.
     KX_RETURN_IF_ERROR(device_.EventSynchronize(L.loaded));
     stats_.load_wait_ns += NowNs() - t1;
     KX_RETURN_IF_ERROR(CompleteLoads(layer));
   }
-  stats_.device_wait_ns += L.wait_ns;
-  stats_.cpu_ns += L.cpu_ns;
+  stats_.device_wait_ns += L.last.wait_ns;
+  stats_.cpu_ns += L.last.cpu_ns;
   // The adaptive λ's signal: waiting on the device (its compute and the copies the step
   // needs, which reloads delay) against the CPU's share.
-  L.feedback.io_wait_s = static_cast<double>(L.wait_ns) * 1e-9;
-  L.feedback.cpu_s = static_cast<double>(L.cpu_ns) * 1e-9;
+  L.feedback.io_wait_s = static_cast<double>(L.last.wait_ns) * 1e-9;
+  L.feedback.cpu_s = static_cast<double>(L.last.cpu_ns) * 1e-9;
   if (log_ != nullptr) LogStep(layer);
+  if (layer == n_layer_ - 1) ++tokens_;
   return absl::OkStatus();
 }
 
 void DeviceFfn::LogStep(int layer) {
-  const LayerState& L = layers_[layer];
+  const DeviceFfnLayerStep& L = layers_[layer].last;
   std::fprintf(log_, "%lld,%d,%.5f,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld\n",
-               static_cast<long long>(log_tokens_), layer, policy_->lambda(layer),
+               static_cast<long long>(tokens_), layer, policy_->lambda(layer),
                residency_->resident_count(layer), static_cast<long long>(L.needed),
                static_cast<long long>(L.on_device), static_cast<long long>(L.loads),
                static_cast<long long>(L.evictions), static_cast<long long>(L.bytes),
                static_cast<long long>(L.wait_ns), static_cast<long long>(L.cpu_ns));
-  if (layer == n_layer_ - 1) ++log_tokens_;
 }
 
 }  // namespace kx

@@ -93,6 +93,17 @@ struct DeviceFfnStats {
   int64_t load_wait_ns = 0;    // three tiers: End waited for loads from the RAM tier's buffers
 };
 
+// The last step of one layer: what --device-log and a trace's per-layer statistics report.
+struct DeviceFfnLayerStep {
+  int64_t needed = 0;     // predicted-active groups
+  int64_t on_device = 0;  // of those, computed on the device (resident at Begin)
+  int64_t loads = 0;      // the plan of the step's Prepare: bundles queued,
+  int64_t evictions = 0;  //   groups evicted,
+  int64_t bytes = 0;      //   bytes queued
+  int64_t wait_ns = 0;    // End waited for the device's partial sum
+  int64_t cpu_ns = 0;     // Begin → End: the CPU's share
+};
+
 class DeviceFfn {
  public:
   // Device memory besides the slots: x, the partial sum, slot and mask lists, coefficients
@@ -139,6 +150,8 @@ class DeviceFfn {
   const policy::Policy& policy() const { return *policy_; }
   const policy::Residency& residency() const { return *residency_; }
   const DeviceFfnStats& stats() const { return stats_; }
+  // The last step of `layer` (all zero before its first).
+  const DeviceFfnLayerStep& last_step(int layer) const { return layers_[layer].last; }
   void ResetStats() { stats_ = DeviceFfnStats{}; }
   // The first device error (sticky).
   const absl::Status& status() const { return status_; }
@@ -167,9 +180,7 @@ class DeviceFfn {
     bool loads_pending = false;
     bool prepared = false;     // Prepare ran for the coming step
     policy::Feedback feedback;  // of the last completed step
-    // Last step, for the log.
-    int64_t needed = 0, on_device = 0, loads = 0, evictions = 0, bytes = 0;
-    int64_t wait_ns = 0, cpu_ns = 0;
+    DeviceFfnLayerStep last;    // for the log and the trace
   };
 
   Device& device_;
@@ -217,7 +228,7 @@ class DeviceFfn {
   DeviceFfnStats stats_;
   absl::Status status_;
   std::FILE* log_ = nullptr;
-  int64_t log_tokens_ = 0;
+  int64_t tokens_ = 0;  // decode steps finished (End of the last layer)
 };
 
 }  // namespace kx
