@@ -170,20 +170,28 @@ absl::Status DeviceFfn::Init() {
   return absl::OkStatus();
 }
 
+std::vector<float> DeviceFfn::PlacementFrequency(const sparse::Sidecar& sidecar) {
+  const int n_layer = sidecar.n_layer();
+  const int n_groups = sidecar.layer(0).layout.n_groups;
+  const int gs = sidecar.group_size();
+  std::vector<float> freq(static_cast<size_t>(n_layer) * n_groups, 0.0f);
+  for (int l = 0; l < n_layer; ++l) {
+    const float* f = sidecar.layer(l).freq;
+    for (int g = 0; g < n_groups; ++g) {
+      double sum = 0;
+      for (int j = 0; j < gs; ++j) sum += f[g * gs + j];
+      freq[static_cast<size_t>(l) * n_groups + g] = static_cast<float>(sum / gs);
+    }
+  }
+  return freq;
+}
+
 absl::Status DeviceFfn::InitialPlacement() {
   policy::PlacementStats ps;
   ps.n_layer = n_layer_;
   ps.n_groups = n_groups_;
   ps.bundle_bytes = stride_;
-  ps.frequency.assign(static_cast<size_t>(n_layer_) * n_groups_, 0.0f);
-  for (int l = 0; l < n_layer_; ++l) {
-    const float* f = sidecar_.layer(l).freq;
-    for (int g = 0; g < n_groups_; ++g) {
-      double sum = 0;
-      for (int j = 0; j < gs_; ++j) sum += f[g * gs_ + j];
-      ps.frequency[static_cast<size_t>(l) * n_groups_ + g] = static_cast<float>(sum / gs_);
-    }
-  }
+  ps.frequency = PlacementFrequency(sidecar_);
   std::vector<std::pair<int, int>> loads;
   policy_->Place(ps, *residency_, &loads);
   for (const auto& [l, g] : loads) {
@@ -197,6 +205,18 @@ absl::Status DeviceFfn::InitialPlacement() {
   KX_RETURN_IF_ERROR(device_.StreamSynchronize(StreamKind::kCritical));
   for (const auto& [l, g] : loads) residency_->CompleteLoad(l, g);
   return absl::OkStatus();
+}
+
+absl::Status DeviceFfn::WaitForLoads() {
+  if (!status_.ok()) return status_;
+  absl::Status st = device_.StreamSynchronize(StreamKind::kBackground);
+  if (!st.ok()) status_ = st;
+  return st;
+}
+
+void DeviceFfn::set_record_plans(bool on) {
+  record_plans_ = on;
+  if (!on) plan_records_.clear();
 }
 
 void DeviceFfn::HostMasks(int layer, const uint32_t* masks, uint32_t* out) const {
@@ -388,6 +408,10 @@ absl::Status DeviceFfn::Balance(int layer) {
   policy::Window window;
   window.bytes = options_.max_load_bytes_per_step;
   policy_->PlanLayer(layer, intensity_.data(), L.feedback, window, *residency_, &plan_);
+  if (record_plans_) {
+    plan_records_.push_back({tokens_, layer, plan_.load, plan_.evict,
+                             residency_->loading_count(layer)});
+  }
   for (int32_t g : plan_.evict) {
     const int slot = residency_->slot_of(layer, g);
     residency_->Evict(layer, g);

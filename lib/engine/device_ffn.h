@@ -104,6 +104,18 @@ struct DeviceFfnLayerStep {
   int64_t cpu_ns = 0;     // Begin → End: the CPU's share
 };
 
+// One policy step as the split FFN applied it (DeviceFfn::set_record_plans): tests compare
+// the sequence with a replay of the same trace (kairox-sim, tests/sim/test_sim_engine.cc).
+struct DeviceFfnPlanRecord {
+  int64_t token = 0;  // decode steps the DeviceFfn had finished (End of the last layer)
+  int layer = 0;
+  std::vector<int32_t> load;   // in plan order (the order the slots were taken)
+  std::vector<int32_t> evict;  // in plan order
+  // Loads of this layer still in flight when the policy planned (their copies' event had not
+  // completed): a replay with a link that always lands them in time sees 0 here.
+  int loading = 0;
+};
+
 class DeviceFfn {
  public:
   // Device memory besides the slots: x, the partial sum, slot and mask lists, coefficients
@@ -143,6 +155,19 @@ class DeviceFfn {
   // Three tiers: device loads copy from the host tier's buffers, which are valid only until
   // the tier releases the layer; End then waits for them.
   void set_transient_host_bundles(bool transient) { transient_host_ = transient; }
+
+  // Waits until every bundle load queued so far has landed; they become resident at their
+  // layer's next Prepare or Begin. Tests: a residency timing that does not depend on how
+  // the copies were scheduled.
+  absl::Status WaitForLoads();
+  // From now on, keeps every plan the policy returns (allocates per step: tests and
+  // diagnostics only); false stops and clears.
+  void set_record_plans(bool on);
+  const std::vector<DeviceFfnPlanRecord>& plan_records() const { return plan_records_; }
+  // The initial placement's per-group frequency, [layer · n_groups + g]: the sidecar's
+  // calibration frequency averaged over each group (kairox-sim's --placement sidecar reads
+  // the same from the file).
+  static std::vector<float> PlacementFrequency(const sparse::Sidecar& sidecar);
 
   // Neurons the device kept (above the threshold) in the last End.
   int64_t last_kept() const { return last_kept_; }
@@ -229,6 +254,8 @@ class DeviceFfn {
   absl::Status status_;
   std::FILE* log_ = nullptr;
   int64_t tokens_ = 0;  // decode steps finished (End of the last layer)
+  bool record_plans_ = false;
+  std::vector<DeviceFfnPlanRecord> plan_records_;
 };
 
 }  // namespace kx
