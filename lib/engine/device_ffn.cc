@@ -178,20 +178,28 @@ absl::Status DeviceFfn::Init() {
   return absl::OkStatus();
 }
 
+std::vector<float> DeviceFfn::PlacementFrequency(const sparse::Sidecar& sidecar) {
+  const int n_layer = sidecar.n_layer();
+  const int n_groups = sidecar.layer(0).layout.n_groups;
+  const int gs = sidecar.group_size();
+  std::vector<float> freq(static_cast<size_t>(n_layer) * n_groups, 0.0f);
+  for (int l = 0; l < n_layer; ++l) {
+    const float* f = sidecar.layer(l).freq;
+    for (int g = 0; g < n_groups; ++g) {
+      double sum = 0;
+      for (int j = 0; j < gs; ++j) sum += f[g * gs + j];
+      freq[static_cast<size_t>(l) * n_groups + g] = static_cast<float>(sum / gs);
+    }
+  }
+  return freq;
+}
+
 absl::Status DeviceFfn::InitialPlacement() {
   policy::PlacementStats ps;
   ps.n_layer = n_layer_;
   ps.n_groups = n_groups_;
   ps.bundle_bytes = stride_;
-  ps.frequency.assign(static_cast<size_t>(n_layer_) * n_groups_, 0.0f);
-  for (int l = 0; l < n_layer_; ++l) {
-    const float* f = sidecar_.layer(l).freq;
-    for (int g = 0; g < n_groups_; ++g) {
-      double sum = 0;
-      for (int j = 0; j < gs_; ++j) sum += f[g * gs_ + j];
-      ps.frequency[static_cast<size_t>(l) * n_groups_ + g] = static_cast<float>(sum / gs_);
-    }
-  }
+  ps.frequency = PlacementFrequency(sidecar_);
   std::vector<std::pair<int, int>> loads;
   policy_->Place(ps, *residency_, &loads);
   for (const auto& [l, g] : loads) {
@@ -219,6 +227,18 @@ void DeviceFfn::CpuInput(const float* x, float* dst) {
       dst[b * cpu::kQ16ABlock + j] = blocks[b].d * static_cast<float>(blocks[b].qs[j]);
     }
   }
+}
+
+absl::Status DeviceFfn::WaitForLoads() {
+  if (!status_.ok()) return status_;
+  absl::Status st = device_.StreamSynchronize(StreamKind::kBackground);
+  if (!st.ok()) status_ = st;
+  return st;
+}
+
+void DeviceFfn::set_record_plans(bool on) {
+  record_plans_ = on;
+  if (!on) plan_records_.clear();
 }
 
 void DeviceFfn::HostMasks(int layer, const uint32_t* masks, uint32_t* out) const {
@@ -281,8 +301,8 @@ absl::Status DeviceFfn::RunBegin(int layer, const uint32_t* masks, const float* 
     ++n;
   }
   n_listed_ = n;
-  L.needed = needed;
-  L.on_device = n;
+  L.last.needed = needed;
+  L.last.on_device = n;
   stats_.layer_steps += 1;
   stats_.groups_needed += needed;
   stats_.groups_on_device += n;
@@ -410,6 +430,10 @@ absl::Status DeviceFfn::Balance(int layer) {
   policy::Window window;
   window.bytes = options_.max_load_bytes_per_step;
   policy_->PlanLayer(layer, intensity_.data(), L.feedback, window, *residency_, &plan_);
+  if (record_plans_) {
+    plan_records_.push_back({tokens_, layer, plan_.load, plan_.evict,
+                             residency_->loading_count(layer)});
+  }
   for (int32_t g : plan_.evict) {
     const int slot = residency_->slot_of(layer, g);
     residency_->Evict(layer, g);
@@ -436,12 +460,13 @@ absl::Status DeviceFfn::Balance(int layer) {
     KX_RETURN_IF_ERROR(device_.RecordEvent(StreamKind::kBackground, L.loaded));
     L.loads_pending = true;
   }
-  L.loads = static_cast<int64_t>(plan_.load.size());
-  L.evictions = static_cast<int64_t>(plan_.evict.size());
-  L.bytes = L.loads * static_cast<int64_t>(stride_);
-  stats_.loads += L.loads;
-  stats_.evictions += L.evictions;
-  stats_.bytes_loaded += L.bytes;
+  DeviceFfnLayerStep& last = L.last;
+  last.loads = static_cast<int64_t>(plan_.load.size());
+  last.evictions = static_cast<int64_t>(plan_.evict.size());
+  last.bytes = last.loads * static_cast<int64_t>(stride_);
+  stats_.loads += last.loads;
+  stats_.evictions += last.evictions;
+  stats_.bytes_loaded += last.bytes;
   return absl::OkStatus();
 }
 
@@ -460,7 +485,7 @@ absl::Status DeviceFfn::RunEnd(int layer, float* y) {
   active_layer_ = -1;
   LayerState& L = layers_[layer];
   const int64_t t0 = NowNs();
-  L.cpu_ns = t0 - begin_ns_;
+  L.last.cpu_ns = t0 - begin_ns_;
   int64_t kept = 0;
   if (n_listed_ > 0) {
     KX_RETURN_IF_ERROR(device_.EventSynchronize(returned_));
@@ -471,32 +496,32 @@ absl::Status DeviceFfn::RunEnd(int layer, float* y) {
   for (int slot : pinned_) residency_->Unpin(layer, slot);
   pinned_.clear();
   const int64_t t1 = NowNs();
-  L.wait_ns = t1 - t0;
+  L.last.wait_ns = t1 - t0;
   if (transient_host_ && L.loads_pending) {
     // The host tier may reuse the buffers these loads read once the layer is released.
     KX_RETURN_IF_ERROR(device_.EventSynchronize(L.loaded));
     stats_.load_wait_ns += NowNs() - t1;
     KX_RETURN_IF_ERROR(CompleteLoads(layer));
   }
-  stats_.device_wait_ns += L.wait_ns;
-  stats_.cpu_ns += L.cpu_ns;
+  stats_.device_wait_ns += L.last.wait_ns;
+  stats_.cpu_ns += L.last.cpu_ns;
   // The adaptive λ's signal: waiting on the device (its compute and the copies the step
   // needs, which reloads delay) against the CPU's share.
-  L.feedback.io_wait_s = static_cast<double>(L.wait_ns) * 1e-9;
-  L.feedback.cpu_s = static_cast<double>(L.cpu_ns) * 1e-9;
+  L.feedback.io_wait_s = static_cast<double>(L.last.wait_ns) * 1e-9;
+  L.feedback.cpu_s = static_cast<double>(L.last.cpu_ns) * 1e-9;
   if (log_ != nullptr) LogStep(layer);
+  if (layer == n_layer_ - 1) ++tokens_;
   return absl::OkStatus();
 }
 
 void DeviceFfn::LogStep(int layer) {
-  const LayerState& L = layers_[layer];
+  const DeviceFfnLayerStep& L = layers_[layer].last;
   std::fprintf(log_, "%lld,%d,%.5f,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld\n",
-               static_cast<long long>(log_tokens_), layer, policy_->lambda(layer),
+               static_cast<long long>(tokens_), layer, policy_->lambda(layer),
                residency_->resident_count(layer), static_cast<long long>(L.needed),
                static_cast<long long>(L.on_device), static_cast<long long>(L.loads),
                static_cast<long long>(L.evictions), static_cast<long long>(L.bytes),
                static_cast<long long>(L.wait_ns), static_cast<long long>(L.cpu_ns));
-  if (layer == n_layer_ - 1) ++log_tokens_;
 }
 
 }  // namespace kx

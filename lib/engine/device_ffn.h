@@ -94,6 +94,29 @@ struct DeviceFfnStats {
   int64_t load_wait_ns = 0;    // three tiers: End waited for loads from the RAM tier's buffers
 };
 
+// The last step of one layer: what --device-log and a trace's per-layer statistics report.
+struct DeviceFfnLayerStep {
+  int64_t needed = 0;     // predicted-active groups
+  int64_t on_device = 0;  // of those, computed on the device (resident at Begin)
+  int64_t loads = 0;      // the plan of the step's Prepare: bundles queued,
+  int64_t evictions = 0;  //   groups evicted,
+  int64_t bytes = 0;      //   bytes queued
+  int64_t wait_ns = 0;    // End waited for the device's partial sum
+  int64_t cpu_ns = 0;     // Begin → End: the CPU's share
+};
+
+// One policy step as the split FFN applied it (DeviceFfn::set_record_plans): tests compare
+// the sequence with a replay of the same trace (kairox-sim, tests/sim/test_sim_engine.cc).
+struct DeviceFfnPlanRecord {
+  int64_t token = 0;  // decode steps the DeviceFfn had finished (End of the last layer)
+  int layer = 0;
+  std::vector<int32_t> load;   // in plan order (the order the slots were taken)
+  std::vector<int32_t> evict;  // in plan order
+  // Loads of this layer still in flight when the policy planned (their copies' event had not
+  // completed): a replay with a link that always lands them in time sees 0 here.
+  int loading = 0;
+};
+
 class DeviceFfn {
  public:
   // Device memory besides the slots: x, the partial sum, slot and mask lists, coefficients
@@ -144,12 +167,27 @@ class DeviceFfn {
   // the tier releases the layer; End then waits for them.
   void set_transient_host_bundles(bool transient) { transient_host_ = transient; }
 
+  // Waits until every bundle load queued so far has landed; they become resident at their
+  // layer's next Prepare or Begin. Tests: a residency timing that does not depend on how
+  // the copies were scheduled.
+  absl::Status WaitForLoads();
+  // From now on, keeps every plan the policy returns (allocates per step: tests and
+  // diagnostics only); false stops and clears.
+  void set_record_plans(bool on);
+  const std::vector<DeviceFfnPlanRecord>& plan_records() const { return plan_records_; }
+  // The initial placement's per-group frequency, [layer · n_groups + g]: the sidecar's
+  // calibration frequency averaged over each group (kairox-sim's --placement sidecar reads
+  // the same from the file).
+  static std::vector<float> PlacementFrequency(const sparse::Sidecar& sidecar);
+
   // Neurons the device kept (above the threshold) in the last End.
   int64_t last_kept() const { return last_kept_; }
   int slots_per_layer() const { return slots_per_layer_; }
   const policy::Policy& policy() const { return *policy_; }
   const policy::Residency& residency() const { return *residency_; }
   const DeviceFfnStats& stats() const { return stats_; }
+  // The last step of `layer` (all zero before its first).
+  const DeviceFfnLayerStep& last_step(int layer) const { return layers_[layer].last; }
   void ResetStats() { stats_ = DeviceFfnStats{}; }
   // The first device error (sticky).
   const absl::Status& status() const { return status_; }
@@ -180,9 +218,7 @@ class DeviceFfn {
     bool loads_pending = false;
     bool prepared = false;     // Prepare ran for the coming step
     policy::Feedback feedback;  // of the last completed step
-    // Last step, for the log.
-    int64_t needed = 0, on_device = 0, loads = 0, evictions = 0, bytes = 0;
-    int64_t wait_ns = 0, cpu_ns = 0;
+    DeviceFfnLayerStep last;    // for the log and the trace
   };
 
   Device& device_;
@@ -232,7 +268,9 @@ class DeviceFfn {
   DeviceFfnStats stats_;
   absl::Status status_;
   std::FILE* log_ = nullptr;
-  int64_t log_tokens_ = 0;
+  int64_t tokens_ = 0;  // decode steps finished (End of the last layer)
+  bool record_plans_ = false;
+  std::vector<DeviceFfnPlanRecord> plan_records_;
 };
 
 }  // namespace kx

@@ -153,7 +153,8 @@ absl::Status OpenDeviceFfn(Engine::Impl& m) {
     }
     return absl::OkStatus();
   }
-  if (!m.sparse->UsesBundles(1)) {
+  // Asked as if attached: a trace keeps the split FFN (it records the predicted sets).
+  if (!m.sparse->DecodesBundles(/*with_device_ffn=*/true)) {
     Log().info("device FFN: off (decode runs masked-dense)");
     return absl::OkStatus();
   }

@@ -376,7 +376,9 @@ void SparseRuntime::EndBundles(int layer) {
   if (tier_ != nullptr) tier_->Release(layer);
   int64_t kept = device_ffn_ != nullptr ? device_ffn_->last_kept() : 0;
   for (int i = 0; i < n_active_; ++i) kept += __builtin_popcount(kept_[i]);
-  if (trace_ != nullptr && tier_ != nullptr) TraceTierStep(layer, Masks(layer, 0));
+  if (trace_ != nullptr && (tier_ != nullptr || device_ffn_ != nullptr)) {
+    TraceTierStep(layer, Masks(layer, 0));
+  }
   stats_.layer_tokens += 1;
   stats_.predicted += predicted_now_;
   stats_.kept += kept;
@@ -388,16 +390,27 @@ void SparseRuntime::TraceTierStep(int layer, const uint32_t* masks) {
     const uint64_t bit = (masks[i / gs_] >> (i % gs_)) & 1u;
     pred_bits_[i >> 6] |= bit << (i & 63);
   }
-  const BundleTier::LayerStep& t = tier_->last_step(layer);
   sparse::LayerStats st;
   st.present = sparse::LayerStats::kResidentGroups | sparse::LayerStats::kReads |
                sparse::LayerStats::kBytesRead | sparse::LayerStats::kStallNs |
                sparse::LayerStats::kLambda;
-  st.resident_groups = static_cast<uint64_t>(t.resident_groups);
-  st.reads = static_cast<uint64_t>(t.read_ops);
-  st.bytes_read = static_cast<uint64_t>(t.bytes_read);
-  st.stall_ns = static_cast<uint64_t>(t.io_wait_ns);
-  st.lambda = t.lambda;
+  if (device_ffn_ != nullptr) {
+    // The fast tier is the device's slots: loads are bundle copies up, the stall is End's
+    // wait for the device's partial sum.
+    const DeviceFfnLayerStep& d = device_ffn_->last_step(layer);
+    st.resident_groups = static_cast<uint64_t>(device_ffn_->residency().resident_count(layer));
+    st.reads = static_cast<uint64_t>(d.loads);
+    st.bytes_read = static_cast<uint64_t>(d.bytes);
+    st.stall_ns = static_cast<uint64_t>(d.wait_ns);
+    st.lambda = device_ffn_->policy().lambda(layer);
+  } else {
+    const BundleTier::LayerStep& t = tier_->last_step(layer);
+    st.resident_groups = static_cast<uint64_t>(t.resident_groups);
+    st.reads = static_cast<uint64_t>(t.read_ops);
+    st.bytes_read = static_cast<uint64_t>(t.bytes_read);
+    st.stall_ns = static_cast<uint64_t>(t.io_wait_ns);
+    st.lambda = t.lambda;
+  }
   if (auto s = trace_->AddLayer(step_, layer, pred_bits_.data(), nullptr, &st); !s.ok()) {
     Log().warn("trace: {}; tracing stops", std::string(s.message()));
     trace_.reset();

@@ -76,11 +76,16 @@ class SparseRuntime final : public FfnHook {
   float sparsity() const { return sparsity_; }
   const SparseConfig& config() const { return config_; }
   // Whether a batch of n tokens runs the FFN on bundles (else masked-dense).
-  // A trace needs the actual active set, which only masked-dense computes —
-  // except under a RAM tier, where the trace records the predicted sets and
-  // the tier's per-layer statistics instead (docs/trace.md).
   bool UsesBundles(int n_tokens) const {
-    return n_tokens == 1 && !config_.masked_dense && (trace_ == nullptr || tier_ != nullptr);
+    return n_tokens == 1 && DecodesBundles(device_ffn_ != nullptr);
+  }
+  // Whether decode runs on bundles with (or without) a device FFN attached: what the engine
+  // asks before it creates one. A trace needs the actual active set, which only masked-dense
+  // computes — except where the bundles are a tier's (a RAM tier, or the device FFN's slots):
+  // there decode keeps its tier, and the trace records the predicted sets and the tier's
+  // per-layer statistics instead (docs/trace.md).
+  bool DecodesBundles(bool with_device_ffn) const {
+    return !config_.masked_dense && (trace_ == nullptr || tier_ != nullptr || with_device_ffn);
   }
 
   // FfnHook: predicts layer l+1 (and layer 0 from its own input), and masks.
@@ -122,7 +127,8 @@ class SparseRuntime final : public FfnHook {
   const uint32_t* TierMasks(int layer);
   // Fills predictors_ and perm_: views into the mapped sidecar, or (owned) copies.
   void CopyPerTokenReads(const sparse::Sidecar& sidecar, bool owned);
-  // One trace record of a tiered decode step: the predicted set and the tier's statistics.
+  // One trace record of a decode step over a tier's bundles: the predicted set and the
+  // statistics of the fastest tier (the device FFN's when attached, else the RAM tier's).
   void TraceTierStep(int layer, const uint32_t* masks);
   uint32_t* Masks(int layer, int b) {
     return &masks_[static_cast<size_t>(layer & 1) * mask_slot_ +

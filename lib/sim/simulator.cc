@@ -1,7 +1,7 @@
 // The discrete-event replay. Per token, per layer (docs/sim.md, "Model of time"):
 //   1. the non-FFN part (attention) runs; the PCIe link keeps moving reloads;
-//   2. Prepare, as the engine's split FFN does it: reloads that landed become
-//      resident, the policy plans with intensity[g] = active/GS and the layer's
+//   2. Prepare, as the engine's split FFN does it: the layer's reloads become
+//      resident once all of them have landed (one event per layer), the policy plans with intensity[g] = active/GS and the layer's
 //      last feedback, evictions apply at once, loads go on the background queue;
 //   3. predicted groups resident now are computed on the GPU (x up on the
 //      critical queue, compute, partial sum down), the rest on the CPU, both at
@@ -123,12 +123,19 @@ absl::StatusOr<SimResult> Simulate(const SimTrace& trace, const SimHardware& hw,
 
   PcieLink link;
   std::vector<Reload> landed;
+  // The engine's split FFN records one event per layer after the loads a plan queues and
+  // moves the layer's loading groups to resident only when that event (its latest) has
+  // completed: a layer's loads become usable together, when the last one queued so far
+  // has landed. Per layer: reloads on the link, and groups landed but not usable yet.
+  std::vector<int> in_flight(n_layer, 0);
+  std::vector<std::vector<int>> arrived(n_layer);
+  for (auto& a : arrived) a.reserve(n_groups);
   std::vector<policy::Feedback> feedback(n_layer);
   std::vector<float> intensity(n_groups, 0.0f);
   policy::Plan plan;
   PlanEvent event;
   uint64_t gpu_neurons_total = 0, neurons_total = 0;
-  const float inv_gs = 1.0f / static_cast<float>(trace.group_size);
+  const float gs = static_cast<float>(trace.group_size);
   double now = 0;
 
   for (int step = 0; step < trace.n_steps; ++step) {
@@ -140,9 +147,18 @@ absl::StatusOr<SimResult> Simulate(const SimTrace& trace, const SimHardware& hw,
       // Prepare.
       landed.clear();
       link.Advance(t0, &landed);
-      for (const Reload& done : landed) r.CompleteLoad(done.layer, done.group);
+      for (const Reload& done : landed) {
+        --in_flight[done.layer];
+        arrived[done.layer].push_back(done.group);
+      }
+      const bool usable = in_flight[layer] == 0;
+      if (usable) {
+        for (int g : arrived[layer]) r.CompleteLoad(layer, g);
+      }
       const uint16_t* counts = trace.counts(step, layer);
-      for (int g = 0; g < n_groups; ++g) intensity[g] = static_cast<float>(counts[g]) * inv_gs;
+      // count / GS as the engine's Prepare computes it (a product with 1/GS can differ in
+      // the last bit when GS is not a power of two, and TAM's ranking with it).
+      for (int g = 0; g < n_groups; ++g) intensity[g] = static_cast<float>(counts[g]) / gs;
       pol->PlanLayer(layer, intensity.data(), feedback[layer], policy::Window{}, r, &plan);
       if (config.on_plan) {
         event.step = step;
@@ -150,9 +166,12 @@ absl::StatusOr<SimResult> Simulate(const SimTrace& trace, const SimHardware& hw,
         event.feedback = feedback[layer];
         event.plan = plan;
         event.landed_before.clear();
-        for (const Reload& done : landed) event.landed_before.emplace_back(done.layer, done.group);
+        if (usable) {
+          for (int g : arrived[layer]) event.landed_before.emplace_back(layer, g);
+        }
         config.on_plan(event);
       }
+      if (usable) arrived[layer].clear();
       for (int32_t g : plan.evict) r.Evict(layer, g);
       res.evictions += plan.evict.size();
       for (int32_t g : plan.load) {
@@ -166,6 +185,7 @@ absl::StatusOr<SimResult> Simulate(const SimTrace& trace, const SimHardware& hw,
         reload.seconds = latency + static_cast<double>(reload.bytes) / hw.h2d_bytes_per_s;
         res.reload_bytes += reload.bytes;
         link.Enqueue(reload, t0);
+        ++in_flight[layer];
       }
       res.loads += plan.load.size();
 

@@ -60,8 +60,8 @@ struct SimCosts {
 };
 
 // One (step, layer) as the policy saw it: the feedback it was given and the
-// plan it returned, plus the loads that landed just before it (for tests that
-// drive the policy directly and must reproduce the residency).
+// plan it returned, plus the loads that became resident just before it (for
+// tests that drive the policy directly and must reproduce the residency).
 struct PlanEvent {
   int step = 0;
   int layer = 0;

@@ -52,7 +52,7 @@ TEST_CASE("sim: static placement, 1 layer x 4 groups, by hand", "[sim][hand]") {
   CHECK(r.gpu_busy_s == Us(13));
 }
 
-TEST_CASE("sim: LRU reloads and a critical copy behind a reload, by hand", "[sim][hand]") {
+TEST_CASE("sim: LRU reloads that become usable together, by hand", "[sim][hand]") {
   const Counts counts = {{{0, 2, 0, 1}}, {{0, 4, 0, 2}}};
   const std::string path = test_util::TempTracePath("lru");
   test_util::WriteTrace(path, 4, counts);
@@ -67,21 +67,21 @@ TEST_CASE("sim: LRU reloads and a critical copy behind a reload, by hand", "[sim
   // Step 0: attention 0–2; LRU evicts g0, g2 and loads g1 (link 2–7), g3 (7–12); nothing
   //         resident is needed (g1, g3 are late: loading), so no GPU part: CPU 3 neurons = 6 µs
   //         → 8.
-  // Step 1: attention 8–10; g1 landed at 7, g3 is on the link until 12. GPU g1 (4 neurons):
-  //         up waits for g3 (10–12), runs 12–14, compute 1+4 → 19, down → 21; CPU g3 (late,
-  //         2 neurons) = 4 µs.
-  CHECK(r.seconds == Us(21));
+  // Step 1: attention 8–10; g1 landed at 7, but g3 is on the link until 12, and the layer's
+  //         loads become usable together (the engine's one event per layer): g1 and g3 are
+  //         both late, no GPU part; CPU 4 + 2 neurons = 12 µs → 22.
+  CHECK(r.seconds == Us(22));
   CHECK(r.loads == 2);
   CHECK(r.evictions == 2);
   CHECK(r.reload_bytes == 8000);
   CHECK(r.reload_bytes_per_token == 4000);
   CHECK(r.groups_needed == 4);
-  CHECK(r.hits == 1);
-  CHECK(r.late == 3);  // g1 and g3 in step 0, g3 in step 1
-  CHECK(r.stalls.cpu_s == Us(6));
-  CHECK(r.stalls.h2d_background_s == Us(2));
-  CHECK(r.stalls.h2d_critical_s == Us(4));
-  CHECK(r.stalls.gpu_s == Us(5));
+  CHECK(r.hits == 0);
+  CHECK(r.late == 4);  // g1 and g3 in both steps
+  CHECK(r.stalls.cpu_s == Us(18));
+  CHECK(r.stalls.h2d_background_s == 0);
+  CHECK(r.stalls.h2d_critical_s == 0);
+  CHECK(r.stalls.gpu_s == 0);
   CHECK(r.stalls.other_s == Us(4));
   CHECK(r.reload_link_s == Us(10));
 }

@@ -8,7 +8,8 @@
 //     move groups, static never does, and VRAM stays within its budget;
 //   - the negative controls: skipping the host's wait for the device's partial sum, or the
 //     compute stream's wait for its inputs, changes the logits (or fails the step);
-//   - flags that cannot work are errors that say why.
+//   - flags that cannot work are errors that say why;
+//   - --trace keeps the split FFN and records the predicted sets and the device's statistics.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,6 +27,7 @@
 #include "engine/teacher_forced.h"
 #include "engine/tiny_model.h"
 #include "prepare/prepare.h"
+#include "sparse/trace.h"
 #include "test_util.h"
 
 namespace {
@@ -290,6 +292,71 @@ TEST_CASE("split FFN: the online policies move groups; more device slots, more o
     CHECK(st.bytes_loaded ==
           st.loads * static_cast<int64_t>(kx::DeviceFfn::SlotBytes(e->sparse()->sidecar())));
     e->device_ffn()->residency().CheckInvariants();
+  }
+}
+
+TEST_CASE("split FFN: a trace keeps the split FFN and records the device's statistics",
+          "[device_ffn]") {
+  // static: no loads, so the device computes the same groups with and without the trace and
+  // the logits are equal bit for bit; tam: loads, whose count and bytes the trace must carry.
+  for (const char* policy : {"static", "tam"}) {
+    DYNAMIC_SECTION(policy) {
+      const std::string path = TempDir() + "/dffn-" + policy + ".kxtr";
+      auto plain = kx::test::LoadEngine(Sparse().model, SimOptions(Sparse().rows, "10%", policy, -1));
+      const auto want = Run(*plain);
+      kx::EngineOptions o = SimOptions(Sparse().rows, "10%", policy, -1);
+      o.trace_path = path;
+      auto e = kx::test::LoadEngine(Sparse().model, o);
+      REQUIRE(e->device_ffn() != nullptr);
+      REQUIRE(e->sparse()->UsesBundles(1));
+      const auto got = Run(*e);
+      if (std::string(policy) == "static") CHECK(kx::test::MaxAbsDiff(got, want) == 0.0);
+      const kx::DeviceFfnStats st = e->device_ffn()->stats();
+      const int slots = e->device_ffn()->slots_per_layer();
+      REQUIRE(e->sparse()->CloseTrace().ok());
+      auto reader = kx::sparse::TraceReader::Open(path);
+      INFO(reader.status().message());
+      REQUIRE(reader.ok());
+      kx::sparse::TraceRecord rec;
+      int64_t records = 0, needed = 0;
+      uint64_t loads = 0, bytes = 0, stall = 0;
+      bool resident_ok = true, lambda_ok = true;
+      for (;;) {
+        auto more = reader->Next(&rec);
+        REQUIRE(more.ok());
+        if (!*more) break;
+        ++records;
+        CHECK(rec.has_predicted);
+        CHECK(!rec.has_actual);
+        CHECK(rec.stats.present == kx::sparse::LayerStats::kKnownFields);
+        resident_ok &= rec.stats.resident_groups <= static_cast<uint64_t>(slots);
+        if (std::string(policy) == "static") {
+          resident_ok &= rec.stats.resident_groups == static_cast<uint64_t>(slots);
+        }
+        lambda_ok &= rec.stats.lambda == 0.8;  // TAM's fixed λ; 0 would mean not the device's
+        if (std::string(policy) == "static") lambda_ok = true;
+        loads += rec.stats.reads;
+        bytes += rec.stats.bytes_read;
+        stall += rec.stats.stall_ns;
+        for (int g = 0; g < 128; ++g) {
+          bool any = false;
+          for (int j = 0; j < 4; ++j) {
+            const int n = g * 4 + j;
+            any |= ((rec.predicted[n >> 6] >> (n & 63)) & 1u) != 0;
+          }
+          needed += any;
+        }
+      }
+      CHECK(records == st.layer_steps);
+      CHECK(records == 3 * static_cast<int64_t>(Sequence().size()));
+      CHECK(needed == st.groups_needed);  // the recorded sets are the ones the steps computed
+      CHECK(loads == static_cast<uint64_t>(st.loads));
+      CHECK(bytes == static_cast<uint64_t>(st.bytes_loaded));
+      CHECK(stall == static_cast<uint64_t>(st.device_wait_ns));
+      CHECK(resident_ok);
+      CHECK(lambda_ok);
+      if (std::string(policy) == "tam") CHECK(loads > 0);
+    }
   }
 }
 
