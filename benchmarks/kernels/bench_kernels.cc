@@ -6,16 +6,23 @@
 // prompt-processing win).
 //
 //   bench_kernels [--repeats N] [--quick] [--only TYPE] [--isa ISA] [--json FILE]
+//                 [--model qwen1.5b] [--dram-mib N]
 //
 // A working set larger than one matrix is made of copies of it, walked in
-// turn like a model's layers, so the big sets come from DRAM.
+// turn like a model's layers, so the big sets come from DRAM. --model
+// qwen1.5b measures Qwen2.5-1.5B Q4_K_M's decode shapes instead (Q4_K
+// gate/up, Q6_K down, the Q6_K LM head): one matrix (from the caches where it
+// fits) and --dram-mib of copies (default 1024: past any L3 we have seen,
+// e.g. a 260 MiB one).
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "base/cpu_features.h"
@@ -151,6 +158,8 @@ int Main(int argc, char** argv) {
   const char* json_path = nullptr;
   const char* only = nullptr;      // one type name, e.g. Q4_1
   const char* only_isa = nullptr;  // one ISA name, e.g. avx512vnni
+  const char* model = nullptr;     // qwen1.5b: that model's shapes only
+  uint64_t dram_mib = 1024;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc)
       repeats = std::atoi(argv[++i]);
@@ -162,9 +171,15 @@ int Main(int argc, char** argv) {
       only = argv[++i];
     else if (!std::strcmp(argv[i], "--isa") && i + 1 < argc)
       only_isa = argv[++i];
+    else if (!std::strcmp(argv[i], "--model") && i + 1 < argc &&
+             !std::strcmp(argv[i + 1], "qwen1.5b"))
+      model = argv[++i];
+    else if (!std::strcmp(argv[i], "--dram-mib") && i + 1 < argc)
+      dram_mib = std::strtoull(argv[++i], nullptr, 10);
     else {
       std::fprintf(stderr,
-                   "usage: %s [--repeats N] [--quick] [--only TYPE] [--isa ISA] [--json FILE]\n",
+                   "usage: %s [--repeats N] [--quick] [--only TYPE] [--isa ISA] [--json FILE] "
+                   "[--model qwen1.5b] [--dram-mib N]\n",
                    argv[0]);
       return 2;
     }
@@ -215,9 +230,24 @@ int Main(int argc, char** argv) {
     std::fflush(stdout);
     results.push_back({TypeName(k.type), IsaName(isa), s.name, used, g, ceil, g2, ceil2});
   };
+  // Qwen2.5-1.5B Q4_K_M: hidden 1536, FFN 8960, vocabulary 151936.
+  const Shape kQwenGateUp{"8960x1536", 8960, 1536};   // ffn_gate / ffn_up, Q4_K
+  const Shape kQwenDown{"1536x8960", 1536, 8960};     // ffn_down, Q6_K
+  const Shape kQwenHead{"151936x1536", 151936, 1536};  // output (LM head), Q6_K
+  const std::pair<GgmlType, Shape> kQwen[] = {
+      {GgmlType::kQ4_K, kQwenGateUp}, {GgmlType::kQ6_K, kQwenDown}, {GgmlType::kQ6_K, kQwenHead}};
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni}) {
     const cpu::KernelTable* t = cpu::KernelsFor(isa);
     if (t == nullptr || (only_isa && std::strcmp(only_isa, IsaName(isa)) != 0)) continue;
+    if (model != nullptr) {
+      if (isa == Isa::kScalar && only_isa == nullptr) continue;  // minutes per row
+      for (const auto& [ty, s] : kQwen) {
+        if (only && std::strcmp(only, TypeName(ty)) != 0) continue;
+        row(*t->For(ty), isa, s, 0, true);
+        row(*t->For(ty), isa, s, dram_mib * kMiB, true);
+      }
+      continue;
+    }
     for (GgmlType ty : kTypes) {
       if (only && std::strcmp(only, TypeName(ty)) != 0) continue;
       const cpu::TypeKernels& k = *t->For(ty);
@@ -237,6 +267,13 @@ int Main(int argc, char** argv) {
   for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni}) {
     const cpu::KernelTable* t = cpu::KernelsFor(isa);
     if (t == nullptr || (only_isa && std::strcmp(only_isa, IsaName(isa)) != 0)) continue;
+    if (model != nullptr) {
+      for (const auto& [ty, s] : kQwen) {
+        if ((only && std::strcmp(only, TypeName(ty)) != 0) || s.rows > kQwenGateUp.rows) continue;
+        MatmulVsMatvec(*t->For(ty), s, 16, repeats, rng, IsaName(isa));
+      }
+      continue;
+    }
     for (GgmlType ty : kTypes) {
       if (only && std::strcmp(only, TypeName(ty)) != 0) continue;
       for (const Shape& s : shapes_for(ty)) {

@@ -28,7 +28,9 @@ constexpr float kPoison = -7.77e33f;  // written nowhere by a correct kernel
 constexpr int kGuard = 16;            // sentinel floats after every output
 
 std::vector<int64_t> SizesFor(GgmlType type) {
-  if (IsKQuant(type)) return {256, 512, 768, 1536};  // 1, 2, odd super-blocks; the model's n_ff
+  // 1, 2, odd super-blocks; the model's n_ff; past several 16-super-block
+  // chunks of the lane-order Q4_K / Q6_K kernels (y written, then added to).
+  if (IsKQuant(type)) return {256, 512, 768, 1536, 12800};
   if (IsQuantized(type)) return {32, 64, 96, 576, 1536};  // 1, 2, odd and the model's blocks
   return {1, 7, 16, 33, 576};
 }
