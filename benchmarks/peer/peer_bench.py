@@ -76,6 +76,13 @@ def parse_args():
     ap.add_argument("--ppl-threads", type=int, default=None, help="default: all cores")
     ap.add_argument("--peer-fa", choices=["auto", "on", "off"], default="auto",
                     help="llama.cpp flash attention (its default: auto)")
+    ap.add_argument("--peer-threadpool", choices=["persistent", "auto"], default="persistent",
+                    help="llama.cpp threads: a persistent ggml threadpool attached to the context "
+                         "(llama-bench's way) or llama.cpp's own per-graph one")
+    ap.add_argument("--peer-omp-wait", choices=["passive", "default"], default="passive",
+                    help="OMP_WAIT_POLICY for llama.cpp (built with OpenMP): passive threads sleep "
+                         "at barriers; llama.cpp's default spins, which collapses on a shared, "
+                         "oversubscribed machine (measured 6 vs 42 t/s at load 11 on 2 cores)")
     ap.add_argument("--venv", default=DEFAULT_VENV, help=f"peer venv (default {DEFAULT_VENV})")
     ap.add_argument("--json", default=None, help="JSON output (default: $TMPDIR/kairox-peer/)")
     ap.add_argument("--md", default=None, help="markdown output (default: beside the JSON)")
@@ -146,7 +153,7 @@ def loadavg():
 class Peer:
     """One model, one context per (threads, n_ctx); decode through llama_decode only."""
 
-    def __init__(self, model_path, fa):
+    def __init__(self, model_path, fa, threadpool="persistent"):
         import ctypes
         import llama_cpp as L
         self.L, self.ct = L, ctypes
@@ -165,7 +172,7 @@ class Peer:
                    "off": L.LLAMA_FLASH_ATTN_TYPE_DISABLED}[fa]
         self.ctx, self.ctx_key, self.batch, self.batch_cap = None, None, None, 0
         self.threadpool = "auto"
-        self._tp_lib = self._load_threadpool_api()
+        self._tp_lib = self._load_threadpool_api() if threadpool == "persistent" else None
         self.rng = random.Random(TOKEN_SEED)
         buf = ctypes.create_string_buffer(64 * 1024)
         L.llama_model_desc(self.model, buf, len(buf))
@@ -177,12 +184,12 @@ class Peer:
         bind it, so look the C symbols up in the package's own libraries. None: llama.cpp's
         automatic per-graph threadpool."""
         ct = self.ct
-        libdir = os.path.join(os.path.dirname(self.L.__file__), "lib")
         try:
+            import llama_cpp.llama_cpp as bindings  # the module that loaded libllama
+            libdir = str(bindings._base_path)
             cpu = ct.CDLL(os.path.join(libdir, "libggml-cpu.so"))
             base = ct.CDLL(os.path.join(libdir, "libggml-base.so"))
-            llama = self.L._lib if hasattr(self.L, "_lib") else ct.CDLL(
-                os.path.join(libdir, "libllama.so"))
+            llama = bindings._lib
             base.ggml_threadpool_params_init.argtypes = [ct.c_void_p, ct.c_int]
             base.ggml_threadpool_params_init.restype = None
             cpu.ggml_threadpool_new.argtypes = [ct.c_void_p]
@@ -192,7 +199,7 @@ class Peer:
             llama.llama_attach_threadpool.argtypes = [ct.c_void_p, ct.c_void_p, ct.c_void_p]
             llama.llama_attach_threadpool.restype = None
             return base, cpu, llama
-        except (OSError, AttributeError) as e:
+        except (ImportError, OSError, AttributeError) as e:
             log(f"no persistent threadpool ({e}); llama.cpp makes one per graph")
             return None
 
@@ -339,7 +346,13 @@ class Peer:
 # --- kairox through its programs ------------------------------------------------------------
 
 def kairox_env():
-    return dict(os.environ, KAIROX_SIDECAR_AUTO=os.environ.get("KAIROX_SIDECAR_AUTO", "0"))
+    env = dict(os.environ, KAIROX_SIDECAR_AUTO=os.environ.get("KAIROX_SIDECAR_AUTO", "0"))
+    env.pop("OMP_WAIT_POLICY", None)  # the peer's setting; kairox gets the caller's own
+    if os.environ.get("KX_PEER_USER_OMP_WAIT_POLICY"):
+        env["OMP_WAIT_POLICY"] = os.environ["KX_PEER_USER_OMP_WAIT_POLICY"]
+    env.pop("KX_PEER_USER_OMP_WAIT_POLICY", None)
+    env.pop("KX_PEER_IN_VENV", None)
+    return env
 
 
 def run_kairox_bench(bin_dir, model, threads, n_prompt, n_gen, depth):
@@ -462,7 +475,8 @@ def markdown(meta, rows, ppl):
            f"{' '.join(meta['cpu']['isa'])}",
            f"- kairox: {meta.get('kairox_isa', '?')} kernels, KAIROX_SIDECAR_AUTO="
            f"{meta['sidecar_auto']}; llama.cpp: {PEER_PACKAGE} {PEER_VERSION} ({meta['peer_desc']}), "
-           f"flash attention {meta['peer_fa']}, threadpool {meta['peer_threadpool']}",
+           f"flash attention {meta['peer_fa']}, threadpool {meta['peer_threadpool']}, "
+           f"OMP_WAIT_POLICY={meta['peer_omp_wait_policy']}",
            f"- llama.cpp build: {meta['peer_system_info']}",
            f"- {meta['rounds']} alternating rounds; load average at start {meta['load_start']}, "
            f"at end {meta['load_end']}; {meta['date']}", "",
@@ -515,6 +529,10 @@ def main():
             log(f"{PEER_PACKAGE} {PEER_VERSION} is in {args.venv}")
             return
         env = dict(os.environ, KX_PEER_IN_VENV="1")
+        # libgomp reads OMP_WAIT_POLICY when it loads: set it for the peer's process only.
+        env["KX_PEER_USER_OMP_WAIT_POLICY"] = os.environ.get("OMP_WAIT_POLICY", "")
+        if args.peer_omp_wait == "passive":
+            env["OMP_WAIT_POLICY"] = "passive"
         os.execve(venv_python(args.venv), [venv_python(args.venv)] + sys.argv, env)
 
     args.model = os.path.abspath(args.model)
@@ -536,9 +554,10 @@ def main():
         timespec="seconds"), "cpu": cpu_info(), "rounds": args.rounds,
         "load_start": loadavg(), "sidecar_auto": kairox_env()["KAIROX_SIDECAR_AUTO"],
         "peer_package": f"{PEER_PACKAGE}=={PEER_VERSION}", "peer_fa": args.peer_fa,
+        "peer_omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "(llama.cpp's default)"),
         "command": " ".join([os.path.relpath(__file__, REPO)] + sys.argv[1:])}
     log(f"{meta['cpu']['model']} ({' '.join(meta['cpu']['isa'])}), load {meta['load_start']}")
-    peer = Peer(args.model, args.peer_fa)
+    peer = Peer(args.model, args.peer_fa, args.peer_threadpool)
     meta.update(peer_desc=peer.desc, peer_system_info=peer.system_info)
 
     results, kx_extra, meta["kairox_commands"] = run_rounds(args, peer)
