@@ -21,6 +21,7 @@ KernelTable MakeScalar() {
   KernelTable t{};
   t.isa = Isa::kScalar;
   t.vec = ref::kVec;
+  t.attn = ref::kAttn;
   for (const TypeKernels* k : {&ref::kQ4_1, &ref::kQ8_0, &ref::kF16, &ref::kBF16, &ref::kF32}) {
     Put(&t, *k);
   }
@@ -36,6 +37,7 @@ KernelTable MakeAvx2() {
   KernelTable t{};
   t.isa = Isa::kAvx2;
   t.vec = avx2::kVec;
+  t.attn = avx2::kAttn;
   for (const TypeKernels* k :
        {&avx2::kQ4_1, &avx2::kQ8_0, &avx2::kF16, &avx2::kBF16, &avx2::kF32}) {
     Put(&t, *k);
@@ -54,6 +56,7 @@ KernelTable MakeAvx512(bool vnni) {
   KernelTable t{};
   t.isa = vnni ? Isa::kAvx512Vnni : Isa::kAvx512;
   t.vec = avx512::kVec;
+  t.attn = avx512::kAttn;
   // VBMI is not part of any Isa level (Cascade Lake has VNNI without it).
   const bool vbmi = __builtin_cpu_supports("avx512vbmi");
   Put(&t, !vnni ? avx512::kQ4_1 : vbmi ? avx512::kQ4_1VnniVbmi : avx512::kQ4_1Vnni);

@@ -99,6 +99,7 @@ extern const TypeKernels kF16;
 extern const TypeKernels kBF16;
 extern const TypeKernels kF32;
 extern const VecKernels kVec;
+extern const AttnKernels kAttn;
 void DequantizeQ4_1(const void* src, float* dst, int64_t n);
 void DequantizeQ8_0(const void* src, float* dst, int64_t n);
 void DequantizeF32(const void* src, float* dst, int64_t n);
@@ -146,6 +147,7 @@ extern const TypeKernels kF16;
 extern const TypeKernels kBF16;
 extern const TypeKernels kF32;
 extern const VecKernels kVec;
+extern const AttnKernels kAttn;
 }  // namespace avx2
 
 namespace avx512 {
@@ -158,6 +160,7 @@ extern const TypeKernels kF16;
 extern const TypeKernels kBF16;
 extern const TypeKernels kF32;
 extern const VecKernels kVec;
+extern const AttnKernels kAttn;
 }  // namespace avx512
 
 }  // namespace kx::cpu

@@ -87,6 +87,25 @@ struct VecKernels {
                          int64_t n_rows, float* y, int64_t n);
 };
 
+// The decode attention's inner loops over one KV head's cached F16 rows for the g query
+// heads that share it (GQA): each K and V row is read and widened once for all of them.
+// Head dims up to kAttnMaxHeadDim. Kernels in kernels/cpu/{ref,avx2,avx512}/attention.cc;
+// the SIMD ones sum in their own order (not dot_f16_f32's).
+inline constexpr int64_t kAttnMaxHeadDim = 512;
+struct AttnKernels {
+  // dst[j·dst_stride + t] = Σ_i K_t[i]·q_j[i] for t < n_rows, j < n_q: K_t = rows + t·stride
+  // (elements), q_j = qs + j·n.
+  void (*dot_f16)(const uint16_t* rows, size_t stride, int64_t n_rows, const float* qs, int n_q,
+                  int64_t n, float* dst, int64_t dst_stride);
+  // ys[j·y_stride + i] += Σ_t p[j·p_stride + t]·V_t[i] for i < n, j < n_y, rows in order:
+  // V_t = rows + t·stride (elements).
+  void (*axpy_f16)(const float* p, int64_t p_stride, const uint16_t* rows, size_t stride,
+                   int64_t n_rows, int n_y, int64_t n, float* ys, int64_t y_stride);
+  // x[t] = e^(scale·x[t] − m) for t < n (n ≥ 1), m = max_t scale·x[t] written to *max;
+  // returns Σ_t x[t]. The SIMD e^ is within 2 ulp of the correctly rounded value.
+  float (*exp_shifted)(float* x, int64_t n, float scale, float* max);
+};
+
 // The sparse FFN's down projection over the rows of ffn_down_t (one row per
 // kept neuron, wherever its bundle lives): y[i] += Σ_r coef[r]·W_r[i] for i in
 // [i0, i1), W_r the row of one weight type starting at rows[r] (element 0).
@@ -136,6 +155,7 @@ using MatvecRunsFn = uint64_t (*)(const RowRun* runs, int64_t n_runs, int64_t n_
 struct KernelTable {
   Isa isa;
   VecKernels vec;
+  AttnKernels attn;
   // Kernels for `type`, or null if this table cannot compute with it.
   const TypeKernels* For(GgmlType type) const;
   // axpy_rows for `type`, or null (every type QuantizeRow writes has one).

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/check.h"
+
 namespace kx::cpu {
 
 void RmsNorm(const float* src, const float* weight, float* dst, int64_t n, float eps) {
@@ -44,36 +46,83 @@ void RopeHead(float* h, const float* cos_t, const float* sin_t, int n_rot, bool 
   }
 }
 
-void AttendHead(const VecKernels& vec, bool kv_q8, const float* q, const uint8_t* k0,
-                const uint8_t* v0, size_t row_stride_bytes, int n_keys, int head_dim, float scale,
-                float* scores, float* out) {
-  // F16 rows are addressed in elements by the vector kernels.
+void AttendChunk(const KernelTable& k, bool kv_q8, const float* q, int g, const uint8_t* k0,
+                 const uint8_t* v0, size_t row_stride_bytes, int n_keys, int chunk, int head_dim,
+                 float scale, float* scores, float* part) {
+  KX_CHECK(head_dim <= kAttnMaxHeadDim);
+  const int t0 = chunk * kAttnChunkKeys;
+  const int n = std::min(kAttnChunkKeys, n_keys - t0);
+  KX_CHECK(n > 0);
+  const uint8_t* kc = k0 + static_cast<size_t>(t0) * row_stride_bytes;
+  const uint8_t* vc = v0 + static_cast<size_t>(t0) * row_stride_bytes;
+  // F16 rows are addressed in elements by the kernels.
   const size_t stride_elems = row_stride_bytes / sizeof(uint16_t);
+  const int64_t pf = head_dim + 2;
   if (kv_q8) {
-    vec.dot_q8_0_rows(k0, row_stride_bytes, n_keys, q, head_dim, scores);
+    for (int j = 0; j < g; ++j) {
+      k.vec.dot_q8_0_rows(kc, row_stride_bytes, n, q + j * head_dim, head_dim,
+                          scores + j * kAttnChunkKeys);
+    }
   } else {
-    vec.dot_f16_rows(reinterpret_cast<const uint16_t*>(k0), stride_elems, n_keys, q, head_dim,
-                     scores);
+    k.attn.dot_f16(reinterpret_cast<const uint16_t*>(kc), stride_elems, n, q, g, head_dim, scores,
+                   kAttnChunkKeys);
   }
-  float max_s = -INFINITY;
-  for (int t = 0; t < n_keys; ++t) {
-    scores[t] *= scale;
-    max_s = std::max(max_s, scores[t]);
+  for (int j = 0; j < g; ++j) {
+    float* p = part + j * pf;
+    p[head_dim + 1] = k.attn.exp_shifted(scores + j * kAttnChunkKeys, n, scale, &p[head_dim]);
+    std::memset(p, 0, sizeof(float) * head_dim);
   }
-  float sum = 0.0f;
-  for (int t = 0; t < n_keys; ++t) {
-    scores[t] = std::exp(scores[t] - max_s);
-    sum += scores[t];
-  }
-  const float inv = 1.0f / sum;
-  for (int t = 0; t < n_keys; ++t) scores[t] *= inv;
-  std::memset(out, 0, sizeof(float) * head_dim);
   if (kv_q8) {
-    vec.axpy_q8_0_rows(scores, v0, row_stride_bytes, n_keys, out, head_dim);
+    for (int j = 0; j < g; ++j) {
+      k.vec.axpy_q8_0_rows(scores + j * kAttnChunkKeys, vc, row_stride_bytes, n, part + j * pf,
+                           head_dim);
+    }
   } else {
-    vec.axpy_f16_rows(scores, reinterpret_cast<const uint16_t*>(v0), stride_elems, n_keys, out,
-                      head_dim);
+    k.attn.axpy_f16(scores, kAttnChunkKeys, reinterpret_cast<const uint16_t*>(vc), stride_elems, n,
+                    g, head_dim, part, pf);
   }
+}
+
+void MergeChunks(const float* parts, int n_chunks, int g, int head_dim, float* out) {
+  const int64_t pf = head_dim + 2, chunk_floats = int64_t{g} * pf;
+  for (int j = 0; j < g; ++j) {
+    float m = -INFINITY;
+    for (int c = 0; c < n_chunks; ++c) m = std::max(m, parts[c * chunk_floats + j * pf + head_dim]);
+    float sum = 0.0f;
+    float w[64];                    // e^(max_c − m), chunks of at most 64 at a time
+    float* o = out + j * head_dim;  // q may alias out: q is not read here
+    for (int c0 = 0; c0 < n_chunks; c0 += 64) {
+      const int nc = std::min(64, n_chunks - c0);
+      for (int c = 0; c < nc; ++c) {
+        const float* p = parts + (c0 + c) * chunk_floats + j * pf;
+        w[c] = n_chunks == 1 ? 1.0f : std::exp(p[head_dim] - m);
+        sum += w[c] * p[head_dim + 1];
+      }
+      for (int c = 0; c < nc; ++c) {
+        const float* p = parts + (c0 + c) * chunk_floats + j * pf;
+        if (c0 + c == 0) {
+          for (int i = 0; i < head_dim; ++i) o[i] = w[c] * p[i];
+        } else {
+          for (int i = 0; i < head_dim; ++i) o[i] += w[c] * p[i];
+        }
+      }
+    }
+    const float inv = 1.0f / sum;
+    for (int i = 0; i < head_dim; ++i) o[i] *= inv;
+  }
+}
+
+void AttendGroup(const KernelTable& k, bool kv_q8, const float* q, int g, const uint8_t* k0,
+                 const uint8_t* v0, size_t row_stride_bytes, int n_keys, int head_dim, float scale,
+                 float* scratch, float* out) {
+  const int n_chunks = AttnChunks(n_keys);
+  float* scores = scratch;
+  float* parts = scratch + int64_t{g} * kAttnChunkKeys;
+  for (int c = 0; c < n_chunks; ++c) {
+    AttendChunk(k, kv_q8, q, g, k0, v0, row_stride_bytes, n_keys, c, head_dim, scale, scores,
+                parts + c * AttnPartFloats(g, head_dim));
+  }
+  MergeChunks(parts, n_chunks, g, head_dim, out);
 }
 
 }  // namespace kx::cpu

@@ -1,13 +1,13 @@
-// The non-matmul pieces of a transformer layer on the CPU — RMSNorm, RoPE, one head's
+// The non-matmul pieces of a transformer layer on the CPU — RMSNorm, RoPE, one KV head's
 // decode attention — written once, for the engine's forward pass (lib/engine/forward.cc)
 // and the sim device's ops (lib/device/sim_ops), so a layer computed on the simulated device
 // gives the CPU path's result bit for bit. The CUDA versions are kernels/cuda/*.cu.
 //
-// Usage (one token, one head):
+// Usage (one token; one KV head and its g query heads):
 //   kx::cpu::RmsNorm(x, norm_w, xn, n_embd, eps);
 //   kx::cpu::RopeHead(q_head, cos_t, sin_t, n_rot, /*neox=*/false);
-//   kx::cpu::AttendHead(kernels.vec, /*kv_q8=*/false, q_head, k0, v0, kv_row_bytes,
-//                       n_keys, head_dim, scale, scores, out);
+//   kx::cpu::AttendGroup(kernels, /*kv_q8=*/false, q_group, g, k0, v0, kv_row_bytes,
+//                        n_keys, head_dim, scale, scratch, out);
 #pragma once
 
 #include <cstddef>
@@ -34,13 +34,38 @@ void RopeTables(const float* inv_freq, int n_inv_freq, int64_t pos0, int n, floa
 // llama GGUFs store Q/K, or NeoX halves (i, i + n_rot/2) as Qwen2 and Gemma do.
 void RopeHead(float* h, const float* cos_t, const float* sin_t, int n_rot, bool neox);
 
-// One query head against n_keys consecutive cached positions of its KV head:
-// scores = scale·(q·k_t), softmax (max subtracted, float), out = Σ_t p_t·v_t.
+// Decode attention, one KV head at a time: the g query heads that share it (GQA) against
+// n_keys consecutive cached positions, scores = scale·(q·k_t), softmax, out = Σ_t p_t·v_t.
+// The keys are taken in chunks of kAttnChunkKeys, each chunk's softmax partial kept as
+// [acc (head_dim) | max | sum] per head (acc = Σ_t e^(s_t − max)·v_t), and the chunks merged
+// in order. The chunking depends on n_keys only, so the result does not depend on how many
+// threads share the chunks (the engine runs one chunk per task in decode) nor on whether the
+// sim device or the CPU computes it.
+//
 // k0/v0: the first key's and value's head row; consecutive positions are row_stride_bytes
 // apart. F16 rows (kv_q8 false; row_stride_bytes even) or Q8_0 blocks (kv_q8 true; head_dim a
-// multiple of 32). scores: n_keys floats of scratch; out: head_dim floats (overwritten).
-void AttendHead(const VecKernels& vec, bool kv_q8, const float* q, const uint8_t* k0,
-                const uint8_t* v0, size_t row_stride_bytes, int n_keys, int head_dim, float scale,
-                float* scores, float* out);
+// multiple of 32). q: g heads of head_dim floats, consecutive; head_dim ≤ kAttnMaxHeadDim.
+inline constexpr int kAttnChunkKeys = 256;
+inline int AttnChunks(int n_keys) { return (n_keys + kAttnChunkKeys - 1) / kAttnChunkKeys; }
+// Floats of one chunk's partial for g heads.
+inline int64_t AttnPartFloats(int g, int head_dim) { return int64_t{g} * (head_dim + 2); }
+// Scratch floats AttendGroup needs for up to max_keys keys.
+inline int64_t AttnScratchFloats(int max_keys, int g, int head_dim) {
+  return int64_t{g} * kAttnChunkKeys + AttnChunks(max_keys) * AttnPartFloats(g, head_dim);
+}
+
+// Chunk c of n_keys (keys [c·kAttnChunkKeys, ...)): its partial into part
+// (AttnPartFloats). scores: g·kAttnChunkKeys floats of scratch.
+void AttendChunk(const KernelTable& k, bool kv_q8, const float* q, int g, const uint8_t* k0,
+                 const uint8_t* v0, size_t row_stride_bytes, int n_keys, int chunk, int head_dim,
+                 float scale, float* scores, float* part);
+
+// out (g·head_dim floats) from the n_chunks partials, parts consecutive; out may alias q.
+void MergeChunks(const float* parts, int n_chunks, int g, int head_dim, float* out);
+
+// Every chunk, then the merge: scratch of AttnScratchFloats(n_keys, g, head_dim) floats.
+void AttendGroup(const KernelTable& k, bool kv_q8, const float* q, int g, const uint8_t* k0,
+                 const uint8_t* v0, size_t row_stride_bytes, int n_keys, int head_dim, float scale,
+                 float* scratch, float* out);
 
 }  // namespace kx::cpu

@@ -27,7 +27,8 @@ constexpr uint64_t kF32 = sizeof(float);
 template <typename Args>
 absl::Status CheckStruct(const void* raw, std::string_view op) {
   if (static_cast<const Args*>(raw)->struct_size < sizeof(Args)) {
-    return absl::InvalidArgumentError(absl::StrCat(absl::string_view(op.data(), op.size()), ": args->struct_size is too small"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(absl::string_view(op.data(), op.size()), ": args->struct_size is too small"));
   }
   return absl::OkStatus();
 }
@@ -176,7 +177,7 @@ absl::Status RunAttentionDecode(const void* raw, const SimMemory& mem) {
   const int64_t hd = a->head_dim, kvd = a->n_kv_head * hd;
   const uint64_t row_bytes = kx_cuda_kv_row_bytes(a->kv_type, kvd);
   if (a->n_head <= 0 || a->n_kv_head <= 0 || a->n_head % a->n_kv_head != 0 || hd <= 0 ||
-      a->pos < 0 || a->window < 0 || row_bytes == 0) {
+      hd > cpu::kAttnMaxHeadDim || a->pos < 0 || a->window < 0 || row_bytes == 0) {
     return absl::InvalidArgumentError("attention_decode: bad shape, position or kv_type");
   }
   const int64_t first = a->window > 0 ? std::max<int64_t>(0, a->pos - a->window + 1) : 0;
@@ -186,17 +187,18 @@ absl::Status RunAttentionDecode(const void* raw, const SimMemory& mem) {
   KX_RETURN_IF_ERROR(mem.CheckDeviceRange(kOp, "dst", a->dst, a->n_head * hd * kF32));
   KX_RETURN_IF_ERROR(mem.CheckDeviceRange(kOp, "k_cache", a->k_cache, cache_bytes));
   KX_RETURN_IF_ERROR(mem.CheckDeviceRange(kOp, "v_cache", a->v_cache, cache_bytes));
-  const int64_t group = a->n_head / a->n_kv_head;
-  std::vector<float> scores(static_cast<size_t>(n_keys));
-  std::vector<float> out(static_cast<size_t>(hd));
+  const int group = static_cast<int>(a->n_head / a->n_kv_head);
+  std::vector<float> scratch(
+      static_cast<size_t>(cpu::AttnScratchFloats(n_keys, group, static_cast<int>(hd))));
   const bool q8 = a->kv_type == KX_CUDA_KV_Q8_0;
-  for (int64_t h = 0; h < a->n_head; ++h) {
+  for (int64_t kvh = 0; kvh < a->n_kv_head; ++kvh) {
     // RunAttentionPart's offsets: a head is whole Q8_0 blocks, so its offset scales like the row.
     const uint64_t key0 = static_cast<uint64_t>(first) * row_bytes +
-                          static_cast<uint64_t>(h / group) * hd * row_bytes / kvd;
-    cpu::AttendHead(cpu::Kernels().vec, q8, a->q + h * hd, a->k_cache + key0, a->v_cache + key0,
-                    row_bytes, n_keys, static_cast<int>(hd), a->scale, scores.data(), out.data());
-    std::copy(out.begin(), out.end(), a->dst + h * hd);  // dst may equal q: written last
+                          static_cast<uint64_t>(kvh) * hd * row_bytes / kvd;
+    // dst may equal q: AttendGroup writes the group's heads after it has read their q.
+    cpu::AttendGroup(cpu::Kernels(), q8, a->q + kvh * group * hd, group, a->k_cache + key0,
+                     a->v_cache + key0, row_bytes, n_keys, static_cast<int>(hd), a->scale,
+                     scratch.data(), a->dst + kvh * group * hd);
   }
   return absl::OkStatus();
 }

@@ -164,6 +164,7 @@ void DecodeGraph::AttnNode(void* ctx, int part, int n_parts) {
 void DecodeGraph::WoInNode(void* ctx, int, int) {
   Layer& L = *static_cast<Layer*>(ctx);
   DecodeGraph& s = *L.self;
+  FinishAttention(L.attn);
   s.Mark(Op::kAttention);
   PrepareLinear(L.wo, s.m_.attn.data(), s.m_.hp.q_dim());
   s.Mark(Op::kAttnOut);

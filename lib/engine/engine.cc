@@ -67,19 +67,32 @@ absl::Status NonFiniteLogitsError(int pos) {
 
 const char* OpName(Op op) {
   switch (op) {
-    case Op::kEmbed: return "embed";
-    case Op::kNorm: return "norm";
-    case Op::kQkv: return "qkv";
-    case Op::kRope: return "rope+kv";
-    case Op::kAttention: return "attention";
-    case Op::kAttnOut: return "attn_out";
-    case Op::kFfnGateUp: return "ffn_gate_up";
-    case Op::kFfnAct: return "ffn_act";
-    case Op::kFfnDown: return "ffn_down";
-    case Op::kPredict: return "predict";
-    case Op::kFfnSparse: return "ffn_sparse";
-    case Op::kLmHead: return "lm_head";
-    case Op::kCount: break;
+    case Op::kEmbed:
+      return "embed";
+    case Op::kNorm:
+      return "norm";
+    case Op::kQkv:
+      return "qkv";
+    case Op::kRope:
+      return "rope+kv";
+    case Op::kAttention:
+      return "attention";
+    case Op::kAttnOut:
+      return "attn_out";
+    case Op::kFfnGateUp:
+      return "ffn_gate_up";
+    case Op::kFfnAct:
+      return "ffn_act";
+    case Op::kFfnDown:
+      return "ffn_down";
+    case Op::kPredict:
+      return "predict";
+    case Op::kFfnSparse:
+      return "ffn_sparse";
+    case Op::kLmHead:
+      return "lm_head";
+    case Op::kCount:
+      break;
   }
   return "?";
 }
@@ -104,7 +117,8 @@ absl::Status OpenDeviceLayers(Engine::Impl& m) {
   }
   DeviceOptions d;
   absl::StatusOr<std::optional<DeviceKind>> kind = ParseDeviceKind(o.device);
-  if (!kind.ok()) return absl::InvalidArgumentError(absl::StrCat("--device: ", kind.status().message()));
+  if (!kind.ok())
+    return absl::InvalidArgumentError(absl::StrCat("--device: ", kind.status().message()));
   d.kind = *kind;
   if (!o.vram_budget.empty()) {
     absl::StatusOr<SizeSpec> spec = ParseSize(o.vram_budget);
@@ -126,8 +140,7 @@ absl::Status OpenDeviceLayers(Engine::Impl& m) {
   KX_ASSIGN_OR_RETURN(std::unique_ptr<Device> dev, OpenDevice(d));
   if (dev == nullptr) {
     if (!o.vram_budget.empty() || o.n_gpu_layers > 0) {
-      Log().warn("no device (--device {}): --vram-budget and -ngl have nothing to place",
-                 o.device);
+      Log().warn("no device (--device {}): --vram-budget and -ngl have nothing to place", o.device);
     }
     return absl::OkStatus();
   }
@@ -162,8 +175,8 @@ absl::Status OpenDeviceFfn(Engine::Impl& m) {
   Device& dev = m.device->device();
   const uint64_t scratch = DeviceFfn::ScratchBytes(sc);
   const uint64_t left = dev.vram().limit() - dev.vram().used();
-  const uint64_t all = static_cast<uint64_t>(sc.n_layer()) * sc.layer(0).layout.n_groups *
-                       DeviceFfn::SlotBytes(sc);
+  const uint64_t all =
+      static_cast<uint64_t>(sc.n_layer()) * sc.layer(0).layout.n_groups * DeviceFfn::SlotBytes(sc);
   uint64_t slots = left > scratch ? left - scratch : 0;
   if (!o.vram_ffn.empty()) {
     absl::StatusOr<SizeSpec> spec = ParseSize(o.vram_ffn);
@@ -175,9 +188,8 @@ absl::Status OpenDeviceFfn(Engine::Impl& m) {
       return absl::OkStatus();
     }
     const uint64_t want =
-        spec->is_percent
-            ? static_cast<uint64_t>(spec->percent / 100.0 * static_cast<double>(all))
-            : spec->bytes;
+        spec->is_percent ? static_cast<uint64_t>(spec->percent / 100.0 * static_cast<double>(all))
+                         : spec->bytes;
     if (want + scratch > left) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "--vram-ffn ", o.vram_ffn, " needs ", FormatBytes(want + scratch), " of device memory (",
@@ -229,9 +241,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
 
   if (options.n_ctx < 0) return absl::InvalidArgumentError("context size must be >= 0");
   if (options.n_ctx > hp.n_ctx_train) {
-    return absl::InvalidArgumentError(absl::StrCat("context size ", options.n_ctx,
-                                                   " exceeds the model's trained context ",
-                                                   hp.n_ctx_train));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "context size ", options.n_ctx, " exceeds the model's trained context ", hp.n_ctx_train));
   }
   impl->n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min(hp.n_ctx_train, kDefaultMaxCtx);
   if (options.n_batch < 0 || options.n_batch > kMaxBatch) {
@@ -255,9 +266,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
           absl::StrCat("--policy: ", std::string(p.status().message())));
     }
   }
-  impl->ram = std::make_unique<MemoryBudget>(has_budget && !ram_spec.is_percent
-                                                 ? ram_spec.bytes
-                                                 : MemoryBudget::kUnlimited);
+  impl->ram = std::make_unique<MemoryBudget>(
+      has_budget && !ram_spec.is_percent ? ram_spec.bytes : MemoryBudget::kUnlimited);
   impl->pool = std::make_unique<ThreadPool>(n_threads);
   impl->kernels = &cpu::Kernels();
   impl->kv_dim = hp.kv_dim();
@@ -265,20 +275,19 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
   impl->kv_type = options.kv_type;
   if (options.kv_type == EngineOptions::KvType::kQ8_0) {
     if (hp.head_dim % kQ8_0BlockElems != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "KV cache type q8_0 needs head_dim a multiple of ", kQ8_0BlockElems,
-          "; this model's head_dim is ", hp.head_dim, " (use the f16 KV cache)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("KV cache type q8_0 needs head_dim a multiple of ", kQ8_0BlockElems,
+                       "; this model's head_dim is ", hp.head_dim, " (use the f16 KV cache)"));
     }
-    impl->kv_row_bytes =
-        static_cast<size_t>(impl->kv_dim / kQ8_0BlockElems) * kQ8_0BlockBytes;
+    impl->kv_row_bytes = static_cast<size_t>(impl->kv_dim / kQ8_0BlockElems) * kQ8_0BlockBytes;
   } else {
     impl->kv_row_bytes = static_cast<size_t>(impl->kv_dim) * sizeof(uint16_t);
   }
   const size_t kv_bytes = static_cast<size_t>(hp.n_layer) * impl->n_ctx * impl->kv_row_bytes;
   if (absl::Status st = impl->ram->Reserve("KV cache", 2 * kv_bytes); !st.ok()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        std::string(st.message()), "; the KV cache for n_ctx ", impl->n_ctx,
-        " alone needs that: a smaller context (-c) or --kv-type q8_0 shrinks it"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(std::string(st.message()), "; the KV cache for n_ctx ", impl->n_ctx,
+                     " alone needs that: a smaller context (-c) or --kv-type q8_0 shrinks it"));
   }
   impl->k_cache.assign(kv_bytes, 0);
   impl->v_cache.assign(kv_bytes, 0);
@@ -294,7 +303,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
   impl->ffo.resize(B * d);
   impl->gate.resize(B * ff);
   impl->up.resize(B * ff);
-  impl->scores.resize(static_cast<size_t>(n_threads) * impl->n_ctx);
+  {
+    const int g = hp.n_head / hp.n_head_kv;
+    impl->scores_per_thread =
+        static_cast<size_t>(cpu::AttnScratchFloats(impl->n_ctx, g, hp.head_dim));
+    impl->scores.resize(static_cast<size_t>(n_threads) * impl->scores_per_thread);
+    impl->attn_parts.resize(static_cast<size_t>(hp.n_head_kv) * cpu::AttnChunks(impl->n_ctx) *
+                            cpu::AttnPartFloats(g, hp.head_dim));
+  }
   impl->rope_cos.resize(B * hp.n_rot / 2);
   impl->rope_sin.resize(B * hp.n_rot / 2);
   impl->inv_freq = cpu::RopeInvFreq(hp.rope_freq_base, hp.n_rot);
@@ -328,8 +344,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
         " is too small: this session needs at least ", FormatBytes(2 * kv_bytes + scratch + tables),
         " before any sidecar data (KV cache ", FormatBytes(2 * kv_bytes), " for n_ctx ",
         impl->n_ctx, ", scratch ", FormatBytes(scratch), ", model tables ", FormatBytes(tables),
-        "); raise --ram-budget, or shrink the KV cache with -c or --kv-type q8_0 (",
-        st.message(), ")"));
+        "); raise --ram-budget, or shrink the KV cache with -c or --kv-type q8_0 (", st.message(),
+        ")"));
   };
   if (absl::Status st = impl->ram->Reserve("scratch", impl->ScratchBytes()); !st.ok()) {
     return too_small(st);
@@ -371,8 +387,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
                          : " (sparsity is off)",
           "; give a size such as 512M to bound the KV cache and scratch"));
     }
-    Log().warn("--ram-budget without a sidecar: the budget bounds the KV cache and scratch, but "
-               "there are no bundles to stream (run kairox-prepare)");
+    Log().warn(
+        "--ram-budget without a sidecar: the budget bounds the KV cache and scratch, but "
+        "there are no bundles to stream (run kairox-prepare)");
   }
   KX_RETURN_IF_ERROR(OpenDeviceLayers(*impl));
   KX_RETURN_IF_ERROR(OpenDeviceFfn(*impl));
@@ -381,9 +398,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
   if (has_budget && ram_spec.is_percent) KX_RETURN_IF_ERROR(impl->ram->SetLimit(impl->ram->used()));
   if (has_budget) Log().info("RAM budget: {}", impl->ram->Report());
 
-  Log().info("session on {}: {} layers, n_embd {}, n_ff {}, vocab {}, n_ctx {}, {} threads, kernels {}",
-             impl->model->path(), hp.n_layer, hp.n_embd, hp.n_ff, hp.n_vocab, impl->n_ctx, n_threads,
-             IsaName(impl->kernels->isa));
+  Log().info(
+      "session on {}: {} layers, n_embd {}, n_ff {}, vocab {}, n_ctx {}, {} threads, kernels {}",
+      impl->model->path(), hp.n_layer, hp.n_embd, hp.n_ff, hp.n_vocab, impl->n_ctx, n_threads,
+      IsaName(impl->kernels->isa));
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
@@ -400,10 +418,9 @@ absl::Status Engine::Eval(std::span<const int32_t> tokens, bool all_logits) {
   Impl& m = *impl_;
   if (tokens.empty()) return absl::InvalidArgumentError("Eval: no tokens");
   if (static_cast<int64_t>(m.n_past) + static_cast<int64_t>(tokens.size()) > m.n_ctx) {
-    return absl::OutOfRangeError(absl::StrCat("context is full: ", m.n_past, " + ",
-                                              tokens.size(), " tokens exceed n_ctx = ", m.n_ctx,
-                                              " (the model was trained for ", m.hp.n_ctx_train,
-                                              "; raise -c or truncate the prompt)"));
+    return absl::OutOfRangeError(absl::StrCat(
+        "context is full: ", m.n_past, " + ", tokens.size(), " tokens exceed n_ctx = ", m.n_ctx,
+        " (the model was trained for ", m.hp.n_ctx_train, "; raise -c or truncate the prompt)"));
   }
   for (int32_t t : tokens) {
     if (t < 0 || t >= m.hp.n_vocab) {
@@ -458,7 +475,8 @@ absl::Status Engine::Eval(std::span<const int32_t> tokens, bool all_logits) {
       }
       if (absl::Status st = m.sparse->status(); !st.ok()) {
         m.n_past -= start + count;
-        return absl::DataLossError(absl::StrCat("reading FFN bundles: ", std::string(st.message())));
+        return absl::DataLossError(
+            absl::StrCat("reading FFN bundles: ", std::string(st.message())));
       }
       continue;
     }
@@ -566,9 +584,9 @@ std::string Engine::device_name() const {
 
 uint64_t Engine::Impl::ScratchBytes() const {
   uint64_t n = 0;
-  for (const std::vector<float>* v : {&x, &xn, &q, &k, &v, &attn, &ffo, &gate, &up, &scores,
-                                      &rope_cos, &rope_sin, &inv_freq, &rope_cos_local,
-                                      &rope_sin_local, &inv_freq_local, &logits}) {
+  for (const std::vector<float>* v :
+       {&x, &xn, &q, &k, &v, &attn, &ffo, &gate, &up, &scores, &attn_parts, &rope_cos, &rope_sin,
+        &inv_freq, &rope_cos_local, &rope_sin_local, &inv_freq_local, &logits}) {
     n += v->capacity() * sizeof(float);
   }
   return n + act.capacity();

@@ -73,10 +73,12 @@ struct Engine::Impl {
 
   // Scratch for one batch of up to n_batch tokens (row b at b·width).
   std::vector<float> x, xn, q, k, v, attn, ffo, gate, up;  // q, attn: q_dim wide
-  std::vector<uint8_t> act;           // prepared activations, one region per weight type
-  std::vector<float> scores;          // per thread: n_ctx attention scores
+  std::vector<uint8_t> act;   // prepared activations, one region per weight type
+  std::vector<float> scores;  // per thread: attention scratch (cpu::AttnScratchFloats)
+  size_t scores_per_thread = 0;
+  std::vector<float> attn_parts;          // one token's attention chunks (forward_ops.h AttnPlan)
   std::vector<float> rope_cos, rope_sin;  // [b][n_rot/2] for the batch's positions
-  std::vector<float> inv_freq;        // [n_rot/2]
+  std::vector<float> inv_freq;            // [n_rot/2]
   // Local (sliding-window) layers' RoPE when their base differs (Gemma 3);
   // empty when the model has no local layers.
   std::vector<float> rope_cos_local, rope_sin_local, inv_freq_local;

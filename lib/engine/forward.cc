@@ -54,7 +54,7 @@ bool TryDnnlGroup(Engine::Impl& m, const float* src, int64_t src_ld, int n_token
   constexpr int kSplitMinBatch = 32, kFastMinBatch = 8;
   const EngineOptions::Prefill path = PrefillPath(m.options);
   if (m.dnnl_off || path == EngineOptions::Prefill::kNative) return false;
-  const int min_batch = m.options.dnnl_min_batch > 0 ? m.options.dnnl_min_batch
+  const int min_batch = m.options.dnnl_min_batch > 0            ? m.options.dnnl_min_batch
                         : path == EngineOptions::Prefill::kDnnl ? kSplitMinBatch
                                                                 : kFastMinBatch;
   if (n_tokens < std::max(2, min_batch)) return false;
@@ -184,8 +184,8 @@ void RunLinearPart(const LinearPlan& p, int ith, int nth) {
       if (p.n_tokens == 1) {
         p.tks[t]->matvec(w.row(r0), w.row_bytes, p.n_in, rows, p.acts[t], p.jobs[j].dst + r0);
       } else {
-        p.tks[t]->matmul(w.row(r0), w.row_bytes, p.n_in, rows, p.acts[t], p.strides[t],
-                         p.n_tokens, p.jobs[j].dst + r0, p.jobs[j].ldd);
+        p.tks[t]->matmul(w.row(r0), w.row_bytes, p.n_in, rows, p.acts[t], p.strides[t], p.n_tokens,
+                         p.jobs[j].dst + r0, p.jobs[j].ldd);
       }
     }
     base += w.n_out;
@@ -198,6 +198,11 @@ void PlanAttention(Engine::Impl& m, int layer, int n, AttnPlan* plan) {
   plan->n = n;
   plan->n_past = m.n_past;
   plan->window = m.hp.IsLocalLayer(layer) ? m.hp.sliding_window : m.n_ctx;
+  plan->n_chunks = 0;
+  if (n == 1) {
+    const int first_key = std::max(0, m.n_past + 1 - plan->window);
+    plan->n_chunks = cpu::AttnChunks(m.n_past + 1 - first_key);
+  }
   plan->kc = m.k_cache.data() + static_cast<size_t>(layer) * m.n_ctx * m.kv_row_bytes;
   plan->vc = m.v_cache.data() + static_cast<size_t>(layer) * m.n_ctx * m.kv_row_bytes;
 }
@@ -206,29 +211,46 @@ void RunAttentionPart(const AttnPlan& a, int ith, int nth) {
   Engine::Impl& m = *a.m;
   const LlamaHParams& hp = m.hp;
   const int hd = hp.head_dim, kvd = static_cast<int>(m.kv_dim), qd = hp.q_dim();
-  const int group = hp.n_head / hp.n_head_kv;
-  const float attn_scale = hp.attn_scale;
+  const int g = hp.n_head / hp.n_head_kv;
   const bool kv_q8 = m.kv_type == EngineOptions::KvType::kQ8_0;
   const size_t kv_row_bytes = m.kv_row_bytes;
-  const cpu::VecKernels& vec = m.kernels->vec;
-  const uint8_t* kc = a.kc;
-  const uint8_t* vc = a.vc;
-  float* sc = &m.scores[static_cast<size_t>(ith) * m.n_ctx];  // part ith's own row
-  float* attn = m.attn.data();
-  const int pairs = a.n * hp.n_head;
-  for (int p = ith; p < pairs; p += nth) {
-    const int b = p / hp.n_head, h = p % hp.n_head;
-    const int kvh = h / group;
-    const int pos = a.n_past + b;
-    const int first_key = std::max(0, pos + 1 - a.window);
-    const int n_keys = pos + 1 - first_key;
-    const float* qh = &m.q[b * qd + h * hd];
-    // Byte offset of the first key's head row (a head is whole Q8_0
-    // blocks, so its offset scales like the row).
-    const size_t key0 = static_cast<size_t>(first_key) * kv_row_bytes +
-                        static_cast<size_t>(kvh) * hd * kv_row_bytes / kvd;
-    cpu::AttendHead(vec, kv_q8, qh, kc + key0, vc + key0, kv_row_bytes, n_keys, hd, attn_scale,
-                    sc, &attn[b * qd + h * hd]);
+  float* scratch = &m.scores[static_cast<size_t>(ith) * m.scores_per_thread];
+  // A query at position pos sees keys [first, pos]; a KV head's row starts at a whole Q8_0
+  // block, so its byte offset scales like the row.
+  auto key0 = [&](int pos, int kvh, int* n_keys) {
+    const int first = std::max(0, pos + 1 - a.window);
+    *n_keys = pos + 1 - first;
+    return static_cast<size_t>(first) * kv_row_bytes +
+           static_cast<size_t>(kvh) * hd * kv_row_bytes / kvd;
+  };
+  if (a.n_chunks > 0) {  // one token: a task per (KV head, chunk)
+    for (int u = ith; u < hp.n_head_kv * a.n_chunks; u += nth) {
+      const int kvh = u / a.n_chunks, c = u % a.n_chunks;
+      int n_keys = 0;
+      const size_t k0 = key0(a.n_past, kvh, &n_keys);
+      cpu::AttendChunk(*m.kernels, kv_q8, &m.q[kvh * g * hd], g, a.kc + k0, a.vc + k0, kv_row_bytes,
+                       n_keys, c, hd, hp.attn_scale, scratch,
+                       &m.attn_parts[u * cpu::AttnPartFloats(g, hd)]);
+    }
+    return;
+  }
+  for (int u = ith; u < a.n * hp.n_head_kv; u += nth) {  // a batch: a task per (token, KV head)
+    const int b = u / hp.n_head_kv, kvh = u % hp.n_head_kv;
+    int n_keys = 0;
+    const size_t k0 = key0(a.n_past + b, kvh, &n_keys);
+    cpu::AttendGroup(*m.kernels, kv_q8, &m.q[b * qd + kvh * g * hd], g, a.kc + k0, a.vc + k0,
+                     kv_row_bytes, n_keys, hd, hp.attn_scale, scratch,
+                     &m.attn[b * qd + kvh * g * hd]);
+  }
+}
+
+void FinishAttention(const AttnPlan& a) {
+  if (a.n_chunks == 0) return;
+  Engine::Impl& m = *a.m;
+  const int hd = m.hp.head_dim, g = m.hp.n_head / m.hp.n_head_kv;
+  for (int kvh = 0; kvh < m.hp.n_head_kv; ++kvh) {
+    cpu::MergeChunks(&m.attn_parts[kvh * a.n_chunks * cpu::AttnPartFloats(g, hd)], a.n_chunks, g,
+                     hd, &m.attn[kvh * g * hd]);
   }
 }
 
@@ -394,6 +416,7 @@ static void AttentionBlockCpu(Engine::Impl& m, int l, int n) {
     AttnPlan plan;
     PlanAttention(m, l, n, &plan);
     m.pool->Run([&](int ith, int nth) { RunAttentionPart(plan, ith, nth); });
+    FinishAttention(plan);
   }
   {
     OpTimer timer(m, Op::kAttnOut);
@@ -403,8 +426,7 @@ static void AttentionBlockCpu(Engine::Impl& m, int l, int n) {
   }
 }
 
-void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit,
-                                float* logits_dst) {
+void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit, float* logits_dst) {
   // One token (decode) on the task graph, unless a profiling hook watches
   // the FFN (kairox-prepare), which only the pool path calls.
   // The device path (engine/device_layers.h) runs on the pool path: the decode graph has no

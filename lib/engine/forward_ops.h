@@ -67,19 +67,25 @@ void PrepareLinear(const LinearPlan& plan, const float* src, int64_t src_ld);
 // Thread ith's rows of every job.
 void RunLinearPart(const LinearPlan& plan, int ith, int nth);
 
-// Attention of n tokens at positions n_past.. over one layer's KV cache,
-// parallel over (token, head) pairs; thread ith uses scores row ith.
+// Attention of n tokens at positions n_past.. over one layer's KV cache, a task per KV head
+// and its query heads (cpu::AttendGroup): per (token, KV head) for a batch; per (KV head,
+// chunk of keys) for one token, the chunks' partials (m.attn_parts) merged by
+// FinishAttention. Either way the result does not depend on the thread count. Thread ith
+// uses scores row ith.
 struct AttnPlan {
   Engine::Impl* m = nullptr;
   int layer = 0;
   int n = 0;
   int n_past = 0;
-  int window = 0;  // keys a query at position p sees: (p − window, p]
+  int window = 0;    // keys a query at position p sees: (p − window, p]
+  int n_chunks = 0;  // one token: its keys' chunks (cpu::AttnChunks); 0 for a batch
   const uint8_t* kc = nullptr;
   const uint8_t* vc = nullptr;
 };
 void PlanAttention(Engine::Impl& m, int layer, int n, AttnPlan* plan);
 void RunAttentionPart(const AttnPlan& plan, int ith, int nth);
+// After every part: one token's merge of the chunks into m.attn (serial; nothing for a batch).
+void FinishAttention(const AttnPlan& plan);
 
 // The serial stages of a layer, in forward order (n tokens). None times
 // itself: the callers attribute time to ops (ForwardBatch with OpTimer).

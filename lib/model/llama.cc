@@ -237,6 +237,10 @@ absl::StatusOr<LlamaHParams> ReadLlamaHParams(const GgufFile& f) {
     hp.head_dim = hp.n_embd / hp.n_head;
   }
   if (hp.head_dim % 2 != 0) return absl::InvalidArgumentError("head dimension is odd");
+  if (hp.head_dim > cpu::kAttnMaxHeadDim) {
+    return absl::UnimplementedError(absl::StrCat("head dimension ", hp.head_dim, " > ",
+                                                 cpu::kAttnMaxHeadDim, ", the attention's limit"));
+  }
   if (static_cast<uint64_t>(hp.q_dim()) > kMaxDim) {
     return absl::InvalidArgumentError("head_count × head dimension is implausibly large");
   }

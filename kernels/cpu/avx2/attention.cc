@@ -1,0 +1,184 @@
+// AVX2+FMA+F16C attention kernels (kernels.h AttnKernels): 8 lanes.
+//
+// As the AVX-512 ones (avx512/attention.cc): 8 keys at a time are widened once into a float
+// block in L1, each query head runs 8 dot products against it and one transposed reduction
+// (vhaddps) gives the 8 scores; each value row is widened once for every head of the group.
+// Head dims that are not a multiple of 8 take a zero-padded copy (scores) or scalar columns
+// (values).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/avx2/simd.h"
+
+namespace kx::cpu::avx2 {
+namespace {
+
+constexpr int kLanes = 8;
+constexpr int kBlockRows = 8;
+
+__m256 LoadHalf8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// Lane r = Σ lanes of a[r], r < 8.
+__m256 TransposedSum8(const __m256* a) {
+  const __m256 t0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+  const __m256 t1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+  return _mm256_add_ps(_mm256_permute2f128_ps(t0, t1, 0x20), _mm256_permute2f128_ps(t0, t1, 0x31));
+}
+
+void DotF16(const uint16_t* rows, size_t stride, int64_t n_rows, const float* qs, int n_q,
+            int64_t n, float* dst, int64_t dst_stride) {
+  const int64_t full = n / kLanes, width = (n + kLanes - 1) / kLanes * kLanes;
+  alignas(32) float block[kBlockRows * kAttnMaxHeadDim];  // the 8 keys, widened, packed
+  alignas(32) float q_pad[kAttnMaxHeadDim];               // a query whose n is not 8·k
+  alignas(32) float sums[kBlockRows];
+  for (int64_t t0 = 0; t0 < n_rows; t0 += kBlockRows) {
+    const int rows_here = static_cast<int>(std::min<int64_t>(kBlockRows, n_rows - t0));
+    for (int r = 0; r < kBlockRows; ++r) {
+      float* b = &block[r * width];
+      if (r >= rows_here) {
+        std::memset(b, 0, sizeof(float) * width);
+        continue;
+      }
+      const uint16_t* src = rows + (t0 + r) * stride;
+      for (int64_t c = 0; c < full; ++c)
+        _mm256_store_ps(b + c * kLanes, LoadHalf8(src + c * kLanes));
+      for (int64_t i = full * kLanes; i < width; ++i) b[i] = i < n ? HalfToFloat(src[i]) : 0.0f;
+    }
+    for (int j = 0; j < n_q; ++j) {
+      const float* q = qs + j * n;
+      if (width != n) {
+        std::memcpy(q_pad, q, sizeof(float) * n);
+        std::memset(q_pad + n, 0, sizeof(float) * (width - n));
+        q = q_pad;
+      }
+      __m256 acc[kBlockRows];
+      for (auto& a : acc) a = _mm256_setzero_ps();
+      for (int64_t i = 0; i < width; i += kLanes) {
+        const __m256 qv = _mm256_loadu_ps(q + i);
+        for (int r = 0; r < kBlockRows; ++r) {
+          acc[r] = _mm256_fmadd_ps(_mm256_load_ps(&block[r * width + i]), qv, acc[r]);
+        }
+      }
+      _mm256_store_ps(sums, TransposedSum8(acc));
+      std::memcpy(dst + j * dst_stride + t0, sums, sizeof(float) * rows_here);
+    }
+  }
+}
+
+// Heads [j0, j0 + J) over the 16 columns from i0: J·2 accumulators in registers.
+template <int J>
+void AxpyHeads(const float* p, int64_t p_stride, const uint16_t* rows, size_t stride,
+               int64_t n_rows, int64_t n, int64_t i0, float* ys, int64_t y_stride) {
+  __m256 acc[J][2];
+  for (int j = 0; j < J; ++j) {
+    for (int c = 0; c < 2; ++c) acc[j][c] = _mm256_loadu_ps(ys + j * y_stride + i0 + c * kLanes);
+  }
+  for (int64_t t = 0; t < n_rows; ++t) {
+    const uint16_t* v = rows + t * stride + i0;
+    const __m256 v0 = LoadHalf8(v), v1 = LoadHalf8(v + kLanes);
+    for (int j = 0; j < J; ++j) {
+      const __m256 pj = _mm256_broadcast_ss(&p[j * p_stride + t]);
+      acc[j][0] = _mm256_fmadd_ps(pj, v0, acc[j][0]);
+      acc[j][1] = _mm256_fmadd_ps(pj, v1, acc[j][1]);
+    }
+  }
+  for (int j = 0; j < J; ++j) {
+    for (int c = 0; c < 2; ++c) _mm256_storeu_ps(ys + j * y_stride + i0 + c * kLanes, acc[j][c]);
+  }
+}
+
+void AxpyF16(const float* p, int64_t p_stride, const uint16_t* rows, size_t stride, int64_t n_rows,
+             int n_y, int64_t n, float* ys, int64_t y_stride) {
+  constexpr int kMaxJ = 4;  // 8 accumulators + 2 widened rows + a broadcast of 16 registers
+  const int64_t cols = n / (2 * kLanes) * (2 * kLanes);
+  for (int64_t i0 = 0; i0 < cols; i0 += 2 * kLanes) {
+    for (int j0 = 0; j0 < n_y; j0 += kMaxJ) {
+      const float* pj = p + j0 * p_stride;
+      float* yj = ys + j0 * y_stride;
+      switch (std::min(kMaxJ, n_y - j0)) {
+        case 1:
+          AxpyHeads<1>(pj, p_stride, rows, stride, n_rows, n, i0, yj, y_stride);
+          break;
+        case 2:
+          AxpyHeads<2>(pj, p_stride, rows, stride, n_rows, n, i0, yj, y_stride);
+          break;
+        case 3:
+          AxpyHeads<3>(pj, p_stride, rows, stride, n_rows, n, i0, yj, y_stride);
+          break;
+        default:
+          AxpyHeads<4>(pj, p_stride, rows, stride, n_rows, n, i0, yj, y_stride);
+          break;
+      }
+    }
+  }
+  for (int j = 0; j < n_y && cols < n; ++j) {  // the last n mod 16 columns
+    for (int64_t t = 0; t < n_rows; ++t) {
+      const float c = p[j * p_stride + t];
+      for (int64_t i = cols; i < n; ++i)
+        ys[j * y_stride + i] += c * HalfToFloat(rows[t * stride + i]);
+    }
+  }
+}
+
+// e^x as the AVX-512 kernel computes it (degree-7 Taylor on |r| ≤ ln2/2), with 2^k built in
+// the exponent bits: x is clamped to [−87, 88] so k stays a normal exponent (e^−87 ≈ 1.6e−38
+// is as good as 0 beside the softmax's largest term, which is 1).
+__m256 Exp(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+  const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693145751953125f), x);
+  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(1.428606765330187045e-06f), r);
+  __m256 e = _mm256_set1_ps(1.0f / 5040.0f);
+  e = _mm256_fmadd_ps(e, r, _mm256_set1_ps(1.0f / 720.0f));
+  e = _mm256_fmadd_ps(e, r, _mm256_set1_ps(1.0f / 120.0f));
+  e = _mm256_fmadd_ps(e, r, _mm256_set1_ps(1.0f / 24.0f));
+  e = _mm256_fmadd_ps(e, r, _mm256_set1_ps(1.0f / 6.0f));
+  e = _mm256_fmadd_ps(e, r, _mm256_set1_ps(0.5f));
+  e = _mm256_fmadd_ps(e, r, _mm256_set1_ps(1.0f));
+  e = _mm256_fmadd_ps(e, r, _mm256_set1_ps(1.0f));
+  const __m256i bits =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(e, _mm256_castsi256_ps(bits));
+}
+
+__m256i TailMask(int64_t left) {
+  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min<int64_t>(left, kLanes))),
+                            idx);
+}
+
+float ExpShifted(float* x, int64_t n, float scale, float* max) {
+  const __m256 vs = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-INFINITY);
+  __m256 vm = ninf;
+  for (int64_t t = 0; t < n; t += kLanes) {
+    const __m256i m = TailMask(n - t);
+    const __m256 s = _mm256_mul_ps(_mm256_maskload_ps(x + t, m), vs);
+    _mm256_maskstore_ps(x + t, m, s);
+    vm = _mm256_max_ps(vm, _mm256_blendv_ps(ninf, s, _mm256_castsi256_ps(m)));
+  }
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vm), _mm256_extractf128_ps(vm, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  const float mx = _mm_cvtss_f32(m4);
+  const __m256 vmx = _mm256_set1_ps(mx);
+  __m256 sum = _mm256_setzero_ps();
+  for (int64_t t = 0; t < n; t += kLanes) {
+    const __m256i m = TailMask(n - t);
+    const __m256 e = _mm256_and_ps(Exp(_mm256_sub_ps(_mm256_maskload_ps(x + t, m), vmx)),
+                                   _mm256_castsi256_ps(m));
+    _mm256_maskstore_ps(x + t, m, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  *max = mx;
+  return HSum(sum);
+}
+
+}  // namespace
+
+const AttnKernels kAttn = {&DotF16, &AxpyF16, &ExpShifted};
+
+}  // namespace kx::cpu::avx2

@@ -1,0 +1,199 @@
+// AVX-512 attention kernels (kernels.h AttnKernels): 16 lanes, masked tails.
+//
+// Scores: 16 keys at a time are widened once into a float block in L1, then each query head
+// runs 16 dot products against it and one transposed reduction turns the 16 accumulators
+// into the 16 scores (about 3 instructions a score, where a horizontal sum per score takes
+// 8). Values: each row is widened once and added into the accumulators of every head of the
+// group, which stay in registers across the rows.
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/avx512/simd.h"
+#include "kernels/cpu/internal.h"
+
+namespace kx::cpu::avx512 {
+namespace {
+
+constexpr int kLanes = 16;
+constexpr int kBlockRows = 16;
+
+constexpr int64_t kPrefetchRows = 32;
+
+// Every cache line of n F16 elements from p.
+inline void PrefetchRow(const uint16_t* p, int64_t n) {
+  const auto* b = reinterpret_cast<const char*>(p);
+  for (int64_t off = 0; off < n * 2; off += 64) _mm_prefetch(b + off, _MM_HINT_T0);
+}
+
+__mmask16 TailMask(int64_t left) {
+  return left >= kLanes ? static_cast<__mmask16>(0xffff)
+         : left <= 0    ? static_cast<__mmask16>(0)
+                        : static_cast<__mmask16>((1u << left) - 1);
+}
+
+// Sums of 16 accumulators, one per lane: lane r = Σ lanes of a[r]. Four halving steps
+// leave lane 4c+i holding input 4i+c, so the inputs go in transposed.
+__m512 TransposedSum16(const __m512* a) {
+  __m512 in[16];
+  for (int p = 0; p < 16; ++p) in[p] = a[(p % 4) * 4 + p / 4];
+  __m512 u[8], w[4], y[2];
+  for (int k = 0; k < 8; ++k) {
+    u[k] = _mm512_add_ps(_mm512_shuffle_f32x4(in[2 * k], in[2 * k + 1], 0x44),
+                         _mm512_shuffle_f32x4(in[2 * k], in[2 * k + 1], 0xEE));
+  }
+  for (int k = 0; k < 4; ++k) {
+    w[k] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * k], u[2 * k + 1], 0x88),
+                         _mm512_shuffle_f32x4(u[2 * k], u[2 * k + 1], 0xDD));
+  }
+  for (int k = 0; k < 2; ++k) {
+    y[k] = _mm512_add_ps(_mm512_shuffle_ps(w[2 * k], w[2 * k + 1], 0x44),
+                         _mm512_shuffle_ps(w[2 * k], w[2 * k + 1], 0xEE));
+  }
+  return _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], 0x88), _mm512_shuffle_ps(y[0], y[1], 0xDD));
+}
+
+void DotF16(const uint16_t* rows, size_t stride, int64_t n_rows, const float* qs, int n_q,
+            int64_t n, float* dst, int64_t dst_stride) {
+  const int64_t chunks = (n + kLanes - 1) / kLanes, width = chunks * kLanes;
+  // The 16 keys, widened, packed (a row stride of 2 KiB would put them in two L1 sets).
+  alignas(64) float block[kBlockRows * kAttnMaxHeadDim];
+  for (int64_t t0 = 0; t0 < n_rows; t0 += kBlockRows) {
+    const int rows_here = static_cast<int>(std::min<int64_t>(kBlockRows, n_rows - t0));
+    // The cache holds every KV head of a position together, so a head's keys are short
+    // strided runs the hardware prefetchers follow poorly: ask for the block after next.
+    for (int64_t t = t0 + kPrefetchRows; t < std::min(n_rows, t0 + kPrefetchRows + kBlockRows);
+         ++t) {
+      PrefetchRow(rows + t * stride, n);
+    }
+    for (int r = 0; r < kBlockRows; ++r) {
+      for (int64_t c = 0; c < chunks; ++c) {
+        const __mmask16 m = r < rows_here ? TailMask(n - c * kLanes) : 0;
+        const uint16_t* src = rows + (t0 + r) * stride + c * kLanes;
+        _mm512_store_ps(&block[r * width + c * kLanes],
+                        _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src)));
+      }
+    }
+    for (int j = 0; j < n_q; ++j) {
+      const float* q = qs + j * n;
+      __m512 acc[kBlockRows];
+      for (auto& a : acc) a = _mm512_setzero_ps();
+      for (int64_t c = 0; c < chunks; ++c) {
+        const __m512 qv = _mm512_maskz_loadu_ps(TailMask(n - c * kLanes), q + c * kLanes);
+        for (int r = 0; r < kBlockRows; ++r) {
+          acc[r] = _mm512_fmadd_ps(_mm512_load_ps(&block[r * width + c * kLanes]), qv, acc[r]);
+        }
+      }
+      _mm512_mask_storeu_ps(dst + j * dst_stride + t0, TailMask(rows_here), TransposedSum16(acc));
+    }
+  }
+}
+
+// Heads [j0, j0 + J) over the 64 columns from i0: J·4 accumulators in registers.
+template <int J>
+void AxpyHeads(const float* p, int64_t p_stride, const uint16_t* rows, size_t stride,
+               int64_t n_rows, int64_t n, int64_t i0, float* ys, int64_t y_stride) {
+  constexpr int kC = 4;
+  __mmask16 m[kC];
+  for (int c = 0; c < kC; ++c) m[c] = TailMask(n - i0 - c * kLanes);
+  __m512 acc[J][kC];
+  for (int j = 0; j < J; ++j) {
+    for (int c = 0; c < kC; ++c)
+      acc[j][c] = _mm512_maskz_loadu_ps(m[c], ys + j * y_stride + i0 + c * kLanes);
+  }
+  for (int64_t t = 0; t < n_rows; ++t) {
+    const uint16_t* v = rows + t * stride + i0;
+    if (t + kPrefetchRows < n_rows)
+      PrefetchRow(v + kPrefetchRows * stride, std::min<int64_t>(n - i0, 4 * kLanes));
+    __m512 vc[kC];
+    for (int c = 0; c < kC; ++c)
+      vc[c] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m[c], v + c * kLanes));
+    for (int j = 0; j < J; ++j) {
+      const __m512 pj = _mm512_set1_ps(p[j * p_stride + t]);
+      for (int c = 0; c < kC; ++c) acc[j][c] = _mm512_fmadd_ps(pj, vc[c], acc[j][c]);
+    }
+  }
+  for (int j = 0; j < J; ++j) {
+    for (int c = 0; c < kC; ++c)
+      _mm512_mask_storeu_ps(ys + j * y_stride + i0 + c * kLanes, m[c], acc[j][c]);
+  }
+}
+
+void AxpyF16(const float* p, int64_t p_stride, const uint16_t* rows, size_t stride, int64_t n_rows,
+             int n_y, int64_t n, float* ys, int64_t y_stride) {
+  constexpr int kMaxJ = 6;  // 24 accumulators + 4 widened rows + a broadcast
+  for (int64_t i0 = 0; i0 < n; i0 += 4 * kLanes) {
+    for (int j0 = 0; j0 < n_y; j0 += kMaxJ) {
+      const float* pj = p + j0 * p_stride;
+      float* yj = ys + j0 * y_stride;
+      switch (std::min(kMaxJ, n_y - j0)) {
+        case 1:
+          AxpyHeads<1>(pj, p_stride, rows, stride, n_rows, n, i0, yj, y_stride);
+          break;
+        case 2:
+          AxpyHeads<2>(pj, p_stride, rows, stride, n_rows, n, i0, yj, y_stride);
+          break;
+        case 3:
+          AxpyHeads<3>(pj, p_stride, rows, stride, n_rows, n, i0, yj, y_stride);
+          break;
+        case 4:
+          AxpyHeads<4>(pj, p_stride, rows, stride, n_rows, n, i0, yj, y_stride);
+          break;
+        case 5:
+          AxpyHeads<5>(pj, p_stride, rows, stride, n_rows, n, i0, yj, y_stride);
+          break;
+        default:
+          AxpyHeads<6>(pj, p_stride, rows, stride, n_rows, n, i0, yj, y_stride);
+          break;
+      }
+    }
+  }
+}
+
+// e^x for x ≤ 88.7 (the scores after the max is subtracted are ≤ 0): x = k·ln2 + r with
+// |r| ≤ ln2/2 (ln2 in two parts, so r is exact to float), e^r by its degree-7 Taylor
+// polynomial (truncation < 6e-9 relative), 2^k applied by vscalefps, which also gives 0 for
+// the arguments below −104 that are clamped there.
+__m512 Exp(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.428606765330187045e-06f), r);
+  __m512 e = _mm512_set1_ps(1.0f / 5040.0f);
+  e = _mm512_fmadd_ps(e, r, _mm512_set1_ps(1.0f / 720.0f));
+  e = _mm512_fmadd_ps(e, r, _mm512_set1_ps(1.0f / 120.0f));
+  e = _mm512_fmadd_ps(e, r, _mm512_set1_ps(1.0f / 24.0f));
+  e = _mm512_fmadd_ps(e, r, _mm512_set1_ps(1.0f / 6.0f));
+  e = _mm512_fmadd_ps(e, r, _mm512_set1_ps(0.5f));
+  e = _mm512_fmadd_ps(e, r, _mm512_set1_ps(1.0f));
+  e = _mm512_fmadd_ps(e, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(e, k);
+}
+
+float ExpShifted(float* x, int64_t n, float scale, float* max) {
+  const __m512 vs = _mm512_set1_ps(scale);
+  __m512 vm = _mm512_set1_ps(-INFINITY);
+  for (int64_t t = 0; t < n; t += kLanes) {
+    const __mmask16 m = TailMask(n - t);
+    const __m512 s = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + t), vs);
+    _mm512_mask_storeu_ps(x + t, m, s);
+    vm = _mm512_mask_max_ps(vm, m, vm, s);
+  }
+  const float mx = _mm512_reduce_max_ps(vm);
+  vm = _mm512_set1_ps(mx);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t t = 0; t < n; t += kLanes) {
+    const __mmask16 m = TailMask(n - t);
+    const __m512 e = Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + t), vm));
+    _mm512_mask_storeu_ps(x + t, m, e);
+    sum = _mm512_mask_add_ps(sum, m, sum, e);
+  }
+  *max = mx;
+  return _mm512_reduce_add_ps(sum);
+}
+
+}  // namespace
+
+const AttnKernels kAttn = {&DotF16, &AxpyF16, &ExpShifted};
+
+}  // namespace kx::cpu::avx512
