@@ -139,6 +139,7 @@ int main(int argc, char** argv) {
     kx::server::RouteOptions ro;
     ro.model_id = alias.empty() ? ModelId(model_path) : alias;
     ro.api_key = api_key;
+    ro.max_body = static_cast<uint64_t>(max_body);
     ro.default_max_tokens = static_cast<int32_t>(n_predict);
     ro.sampling = sp;
     ro.fixed_seed = seed >= 0;

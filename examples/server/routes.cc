@@ -96,11 +96,15 @@ void Routes::Register(httplib::Server& server) {
         {"id", options_.model_id}, {"object", "model"}, {"created", 0}, {"owned_by", "kairox"}};
     res.set_content(Dump({{"object", "list"}, {"data", json::array({model})}}), kJson);
   });
-  server.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    Generate(req, res, Endpoint::kChat);
+  // With a ContentReader: the handler reads the body itself, so that a chunked body is held
+  // to --max-body too (httplib 0.11 checks only a Content-Length against its limit).
+  server.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res,
+                                             const httplib::ContentReader& reader) {
+    Generate(req, reader, res, Endpoint::kChat);
   });
-  server.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    Generate(req, res, Endpoint::kCompletion);
+  server.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res,
+                                        const httplib::ContentReader& reader) {
+    Generate(req, reader, res, Endpoint::kCompletion);
   });
   // httplib's own refusals (no route, a body over --max-body, a bad request line) in
   // OpenAI's shape; responses that already have a body keep it.
@@ -135,11 +139,39 @@ void Routes::Register(httplib::Server& server) {
       });
 }
 
-void Routes::Generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+bool Routes::ReadBody(const httplib::ContentReader& reader, httplib::Response& res,
+                      std::string* body) const {
+  bool too_big = false;
+  const bool ok = reader([&](const char* data, size_t length) {
+    if (body->size() + length > options_.max_body) {
+      too_big = true;
+      return false;
+    }
+    body->append(data, length);
+    return true;
+  });
+  if (ok) return true;
+  ApiError e;
+  // httplib sets 413 itself for a Content-Length over set_payload_max_length.
+  if (too_big || res.status == 413) {
+    e.http_status = 413;
+    e.message = "the request body is larger than the server accepts (--max-body " +
+                std::to_string(options_.max_body) + " bytes)";
+  } else {
+    e.message = "the request body could not be read";
+  }
+  SendError(res, e);
+  return false;
+}
+
+void Routes::Generate(const httplib::Request& req, const httplib::ContentReader& reader,
+                      httplib::Response& res, Endpoint endpoint) {
   if (!Authorized(req, res)) return;
   requests_.fetch_add(1);
+  std::string body;
+  if (!ReadBody(reader, res, &body)) return;
   auto job = std::make_shared<Job>();
-  if (auto err = ParseRequest(req.body, endpoint, n_vocab_, options_.sampling, &job->req)) {
+  if (auto err = ParseRequest(body, endpoint, n_vocab_, options_.sampling, &job->req)) {
     return SendError(res, *err);
   }
   Request& r = job->req;

@@ -21,8 +21,9 @@
 namespace kx::server {
 
 struct RouteOptions {
-  std::string model_id;            // what /v1/models and every response call the model
-  std::string api_key;             // "": no authentication
+  std::string model_id;                   // what /v1/models and every response call the model
+  std::string api_key;                    // "": no authentication
+  uint64_t max_body = uint64_t{8} << 20;  // bytes of a request body; more: 413
   int32_t default_max_tokens;      // for requests that name none (-1: until the end or a full ctx)
   kairox::SamplerParams sampling;  // defaults for what a request leaves out
   bool fixed_seed = false;         // sampling.seed for requests without one (else random)
@@ -39,12 +40,16 @@ class Routes {
 
  private:
   struct Job;
-  void Generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
+  void Generate(const httplib::Request& req, const httplib::ContentReader& reader,
+                httplib::Response& res, Endpoint endpoint);
   // Runs the job's generation and gives its session back. Streams it through `sink` when
   // not null (an error then goes into the stream); otherwise fills *body with the whole
   // response, or returns the error to send.
   std::optional<ApiError> Run(Job& job, httplib::DataSink* sink, std::string* body);
   bool Authorized(const httplib::Request& req, httplib::Response& res) const;
+  // The request body, at most max_body bytes; false (and the error sent) otherwise.
+  bool ReadBody(const httplib::ContentReader& reader, httplib::Response& res,
+                std::string* body) const;
   ResponseId NewId(Endpoint endpoint);
 
   const kairox::Model& model_;

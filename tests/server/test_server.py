@@ -34,7 +34,8 @@ def client(server: Server, api_key: str = "none") -> openai.OpenAI:
 
 
 def post(server: Server, path: str, body: Any, **kwargs: Any) -> httpx.Response:
-    content = body if isinstance(body, (bytes, str)) else json.dumps(body)
+    content = body if isinstance(body, (bytes, str)) or hasattr(body, "__next__") \
+        else json.dumps(body)
     return httpx.post(server.url + path, content=content, timeout=TIMEOUT_S,
                       headers={"Content-Type": "application/json", **kwargs.pop("headers", {})},
                       **kwargs)
@@ -362,6 +363,14 @@ def test_prompt_over_the_context(server: Server) -> None:
 def test_huge_body_and_unknown_route(server: Server) -> None:
     huge = json.dumps(greedy([{"role": "user", "content": "x" * 200000}]))  # > --max-body
     error_of(post(server, "/v1/chat/completions", huge), 413)
+
+    def chunks():  # no Content-Length: chunked transfer encoding, held to --max-body as well
+        yield b'{"messages": [{"role": "user", "content": "'
+        for _ in range(64):
+            yield b"x" * 4096
+        yield b'"}]}'
+
+    error_of(post(server, "/v1/chat/completions", chunks()), 413)
     error_of(httpx.get(server.url + "/v1/nothing", timeout=TIMEOUT_S), 404)
 
 
