@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "server/peer.h"
+
 namespace kx::server {
 namespace {
 
@@ -44,6 +46,7 @@ struct Routes::Job {
   std::unique_ptr<kairox::Sampler> sampler;
   std::vector<int32_t> prompt_ids;  // as rendered and tokenized for the context check
   std::unique_ptr<SlotPool::Lease> lease;
+  std::unique_ptr<PeerWatch> peer;  // not streamed: the connection, to see its client leave
 };
 
 Routes::Routes(const kairox::Model& model, SlotPool& pool, RouteOptions options)
@@ -215,6 +218,8 @@ void Routes::Generate(const httplib::Request& req, const httplib::ContentReader&
   job->lease = std::make_unique<SlotPool::Lease>(std::move(*lease));
   job->rid = NewId(endpoint);
   if (!r.stream) {
+    job->peer = std::make_unique<PeerWatch>(req.local_addr, req.local_port, req.remote_addr,
+                                            req.remote_port);
     std::string body;
     if (auto err = Run(*job, nullptr, &body)) return SendError(res, *err);
     res.set_content(body, kJson);
@@ -251,7 +256,10 @@ std::optional<ApiError> Routes::Run(Job& job, httplib::DataSink* sink, std::stri
     first = false;
   }
   auto on_text = [&](std::string_view piece) {
-    if (sink == nullptr) return true;
+    if (sink == nullptr) {  // not streamed: stop when the client has left
+      gone = job.peer != nullptr && job.peer->Gone();
+      return !gone;
+    }
     const bool ok =
         send(SseEvent(ChunkBody(endpoint, job.rid, std::string(piece), first, std::nullopt)));
     first = false;

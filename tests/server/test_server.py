@@ -303,6 +303,12 @@ def test_queue_full_is_503_and_disconnect_frees_the_session(
         assert waiting["response"].status_code == 200
         health = httpx.get(s.url + "/health", timeout=TIMEOUT_S).json()
         assert health["disconnects"] == 1 and health["refused"] == 1 and health["busy"] == 0
+        # Not streamed: a client that gives up (its timeout) stops the generation too.
+        with pytest.raises(httpx.TimeoutException):
+            httpx.post(s.url + "/v1/chat/completions", json={**long_body, "stream": False},
+                       headers=auth, timeout=1.0)
+        wait_for(lambda: httpx.get(s.url + "/health", timeout=TIMEOUT_S).json()["disconnects"]
+                 == 2, 30, "the abandoned non-streamed generation to stop")
     finally:
         assert s.stop() == 0, "".join(s.lines)
 
