@@ -171,6 +171,29 @@ TEST_CASE("chat: refusals leave the session as it was; the abort flag stops it",
   CHECK(r.text.empty());
 }
 
+TEST_CASE("chat: a chat call from inside the session's own callback is BUSY", "[unit]") {
+  kairox::Model model(TinyModelPath());
+  kairox::SessionParams sp;
+  sp.n_ctx = 128;
+  sp.n_threads = 2;
+  kairox::Session session(model, sp);
+  kx_status inner = KX_STATUS_OK;
+  kairox::GenerateParams gp;
+  gp.max_tokens = 3;
+  kairox::Sampler greedy = kairox::Sampler::Greedy();
+  const kairox::ChatResult r = session.Chat(
+      {{"user", "hi"}}, gp,
+      [&](std::string_view) {
+        kx_chat_message m = {"user", "again"};
+        inner = kx_session_chat(session.get(), nullptr, &m, 1, 0, nullptr, nullptr);
+        return false;
+      },
+      &greedy);
+  CHECK(inner == KX_STATUS_BUSY);
+  CHECK(r.stop_reason == KX_STOP_CALLBACK);
+  CHECK(session.NPast() == r.n_prompt + r.n_tokens);  // the outer call was not disturbed
+}
+
 TEST_CASE("chat: logit bias bans and forces tokens", "[unit]") {
   std::mt19937_64 rng = kx::test::SeededRng(18);
   std::normal_distribution<float> normal(0.0f, 3.0f);
