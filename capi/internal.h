@@ -14,9 +14,9 @@
 
 #include "base/status.h"
 #include "engine/engine.h"
-#include "model/chat_template.h"
 #include "engine/sampler.h"
 #include "kairox/kairox.h"
+#include "model/chat_template.h"
 #include "model/model.h"
 
 struct kx_model_options {
@@ -32,11 +32,11 @@ struct kx_model_options {
 
 struct kx_model {
   std::shared_ptr<const kx::Model> model;
-  kx_model_options options;  // as loaded (threads are the sessions' default)
+  kx_model_options options;        // as loaded (threads are the sessions' default)
   std::string chat_template;       // Jinja source, "" when absent
   std::string chat_template_kind;  // ChatTemplateName(chat_kind): "chatml", "gemma", "generic"
   kx::ChatTemplateKind chat_kind = kx::ChatTemplateKind::kGeneric;
-  std::string default_system;      // the template's built-in system prompt
+  std::string default_system;  // the template's built-in system prompt
 };
 
 struct kx_sampler {
@@ -61,6 +61,9 @@ struct kx_session {
   uint64_t seed = 0;
   std::unique_ptr<kx_sampler> default_sampler;
   mutable SessionCounters counters;  // sampling from a const session counts too
+  // The model's chat format (kx_session_chat renders with it), copied from the kx_model.
+  kx::ChatTemplateKind chat_kind = kx::ChatTemplateKind::kGeneric;
+  std::string default_system;
   // kx::capi::SessionUse: kInUse while an entry point runs on the session; kFreePending
   // once kx_session_free was called meanwhile (the running call frees it on its way out).
   mutable std::atomic<uint32_t> use_state{0};
@@ -186,5 +189,16 @@ enum class EvalStop { kAbortable, kToCompletion };
 kx_status SessionEval(kx_session* s, const int32_t* tokens, size_t n, bool all_logits,
                       EvalStop stop = EvalStop::kAbortable,
                       const volatile int32_t* abort_flag = nullptr);
+
+// kx_generate_params as the caller passed them (NULL: the defaults), checked: max_tokens,
+// stop strings, flags. Messages start with `fn`.
+kx_status ReadGenerateParams(const char* fn, const kx_generate_params* params,
+                             kx_generate_params* dst);
+
+// kx_session_generate's work, with the session already taken (SessionUse) and `p` checked:
+// evaluates `prompt` (NULL or "": continue), samples and streams until a stop, and fills *out.
+// Messages start with `fn`. Call it inside Guard.
+kx_status Generate(const char* fn, kx_session* s, kx_sampler* sampler, const char* prompt,
+                   const kx_generate_params& p, kx_generate_result* out);
 
 }  // namespace kx::capi

@@ -217,6 +217,8 @@ kx_status kx_session_create(const kx_model* model, const kx_session_params* para
     s->model = model->model;
     s->engine = *std::move(engine);
     s->seed = p.seed;
+    s->chat_kind = model->chat_kind;
+    s->default_system = model->default_system;
     kx::SamplerParams sp;
     sp.seed = p.seed;
     s->default_sampler = std::make_unique<kx_sampler>(sp);

@@ -12,6 +12,9 @@ find_package(CLI11 CONFIG REQUIRED)
 # libedit (libedit-dev): line editing and history in kairox-chat.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(KX_LIBEDIT REQUIRED IMPORTED_TARGET libedit)
+# cpp-httplib (libcpp-httplib-dev, a compiled library with OpenSSL, zlib and brotli support):
+# kairox-server's HTTP. It ships a pkg-config file and no CMake package.
+pkg_check_modules(KX_HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 # METIS (libmetis-dev) ships no CMake package: an imported target by hand.
 find_path(KX_METIS_INCLUDE_DIR metis.h REQUIRED)
 find_library(KX_METIS_LIBRARY metis REQUIRED)

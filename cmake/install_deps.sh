@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config git python3 python3-venv
           libabsl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2 libdnnl-dev
           libmetis-dev liburing-dev ocl-icd-opencl-dev libcli11-dev libssl-dev libedit-dev
-          clang libclang-rt-14-dev tmux)
+          clang libclang-rt-14-dev tmux libcpp-httplib-dev curl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -18,12 +18,17 @@ cmake/fetch_model.sh qwen1.5b >/dev/null
 ctest --preset release
 
 # The Python package (capi/python, ctypes over build/lib/libkairox.so) and its
-# pytest tests, in a virtual environment under build/ (PyPI once, for pytest and numpy).
+# pytest tests, in a virtual environment under build/ (PyPI once, for pytest, numpy and the
+# openai client that kairox-server's tests talk through).
 venv=build/venv
-if [[ ! -x $venv/bin/pytest ]]; then
+if [[ ! -x $venv/bin/pytest ]] || ! "$venv/bin/python" -c 'import openai' 2>/dev/null; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --upgrade pip setuptools pytest numpy
+  "$venv/bin/pip" install -q --upgrade pip setuptools pytest numpy openai
 fi
 "$venv/bin/pip" install -q --no-build-isolation --no-deps ./capi/python
 KAIROX_LIBRARY="$PWD/build/lib/libkairox.so" KAIROX_TINY_WRITER="$PWD/build/tests/kx_write_tiny_model" \
   KAIROX_SIDECAR_AUTO=0 KAIROX_TEST_MODEL="$model" "$venv/bin/python" -m pytest -q tests/python
+# kairox-server on loopback with the default model: the openai client, curl, a load test and
+# hostile requests (tests/server; under a minute).
+KAIROX_LIBRARY="$PWD/build/lib/libkairox.so" KAIROX_SERVER="$PWD/build/bin/kairox-server" \
+  KAIROX_SIDECAR_AUTO=0 KAIROX_TEST_MODEL="$model" "$venv/bin/python" -m pytest -q tests/server

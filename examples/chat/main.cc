@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "chat/line_reader.h"
 #include "common/cli_app.h"
 #include "common/sparse_args.h"
 #include "kairox/kairox.hpp"
-#include "chat/line_reader.h"
 
 namespace {
 
@@ -77,10 +77,14 @@ struct BusyScope {
 class Chat {
  public:
   // `show_progress`: the prompt's progress on stderr (a terminal) while it is read.
-  Chat(kairox::Model& model, kairox::Session& session, kairox::Sampler& sampler,
-       std::string system, int32_t n_predict, bool show_progress)
-      : model_(model), session_(session), sampler_(sampler), system_(std::move(system)),
-        n_predict_(n_predict), show_progress_(show_progress) {
+  Chat(kairox::Model& model, kairox::Session& session, kairox::Sampler& sampler, std::string system,
+       int32_t n_predict, bool show_progress)
+      : model_(model),
+        session_(session),
+        sampler_(sampler),
+        system_(std::move(system)),
+        n_predict_(n_predict),
+        show_progress_(show_progress) {
     session_.SetProgressCallback([this](float progress) { return OnProgress(progress); });
     Reset();
   }
@@ -95,36 +99,39 @@ class Chat {
   // message could not be answered (the reason is printed).
   bool Turn(const std::string& user) {
     messages_.push_back({"user", user});
-    std::vector<int32_t> ids;
-    if (!FitToContext(&ids)) {
+    if (!FitToContext()) {
       messages_.pop_back();
       return false;
     }
-    // Evaluate only what the session does not hold yet (at least one token, for fresh logits).
-    const std::vector<int32_t> held = session_.Tokens();
-    size_t common = 0;
-    while (common < held.size() && common + 1 < ids.size() && held[common] == ids[common]) {
-      ++common;
-    }
     BusyScope busy;  // before the evaluation: Ctrl-C from here on stops this turn
-    session_.Truncate(static_cast<int32_t>(common));
-    if (!ReadPrompt(std::vector<int32_t>(ids.begin() + common, ids.end()))) {
+    kairox::GenerateParams gp;
+    gp.max_tokens = n_predict_;
+    gp.abort_flag = &g_abort;
+    // The library evaluates only what the session does not hold yet (kx_session_chat).
+    reading_ = true;
+    shown_percent_ = -1;
+    kairox::ChatResult r;
+    try {
+      r = session_.Chat(
+          messages_, gp,
+          [this](std::string_view piece) {
+            ClearProgress();
+            std::fwrite(piece.data(), 1, piece.size(), stdout);
+            std::fflush(stdout);
+            return true;
+          },
+          &sampler_, system_.empty());
+    } catch (...) {
+      ClearProgress();
+      messages_.pop_back();
+      throw;
+    }
+    ClearProgress();
+    if (r.stop_reason == KX_STOP_ABORTED && r.n_tokens == 0) {
       messages_.pop_back();  // unanswered: the conversation is as before the message
       std::fprintf(stderr, "[stopped while reading the prompt; the message was dropped]\n");
       return false;
     }
-
-    kairox::GenerateParams gp;
-    gp.max_tokens = n_predict_;
-    gp.abort_flag = &g_abort;
-    const kairox::GenerateResult r = session_.Generate(
-        "", gp,
-        [](std::string_view piece) {
-          std::fwrite(piece.data(), 1, piece.size(), stdout);
-          std::fflush(stdout);
-          return true;
-        },
-        &sampler_);
     std::fputc('\n', stdout);
     if (r.stop_reason == KX_STOP_ABORTED) std::fprintf(stderr, "[answer stopped]\n");
     if (r.stop_reason == KX_STOP_CONTEXT_FULL) {
@@ -139,40 +146,22 @@ class Chat {
 
   void PrintStats() const {
     const kx_stats st = session_.Stats();
-    std::printf("[context %d/%d tokens, %zu messages; prompt %llu tokens at %.1f t/s; "
-                "generated %llu tokens at %.1f t/s; %d threads]\n",
-                session_.NPast(), session_.NCtx(), messages_.size(),
-                static_cast<unsigned long long>(st.n_prompt_tokens), st.prompt_tokens_per_second,
-                static_cast<unsigned long long>(st.n_gen_tokens), st.gen_tokens_per_second,
-                st.n_threads);
+    std::printf(
+        "[context %d/%d tokens, %zu messages; prompt %llu tokens at %.1f t/s; "
+        "generated %llu tokens at %.1f t/s; %d threads]\n",
+        session_.NPast(), session_.NCtx(), messages_.size(),
+        static_cast<unsigned long long>(st.n_prompt_tokens), st.prompt_tokens_per_second,
+        static_cast<unsigned long long>(st.n_gen_tokens), st.gen_tokens_per_second, st.n_threads);
   }
 
  private:
-  // Evaluates the new part of the prompt. False when Ctrl-C stopped it (the session holds
-  // what it held before).
-  bool ReadPrompt(const std::vector<int32_t>& ids) {
-    reading_ = true;
-    shown_percent_ = -1;
-    bool done = true;
-    try {
-      session_.Eval(ids);
-    } catch (const kairox::Error& e) {
-      if (e.status() != KX_STATUS_CANCELLED) {
-        ClearProgress();
-        throw;
-      }
-      done = false;
-    }
-    ClearProgress();
-    return done;
-  }
-
   // The session's progress callback: shows how much of the prompt was read, and stops
   // the evaluation once Ctrl-C set g_abort.
   bool OnProgress(float progress) {
     constexpr float kPercent = 100.0f;
     const int percent = static_cast<int>(progress * kPercent);
-    if (reading_ && show_progress_ && percent != shown_percent_) {
+    // Only forward: generation polls with 0 before each token.
+    if (reading_ && show_progress_ && percent > shown_percent_) {
       std::fprintf(stderr, "\rreading the prompt %3d%%", percent);
       shown_percent_ = percent;
     }
@@ -185,22 +174,22 @@ class Chat {
     shown_percent_ = -1;
   }
 
-  // Renders the conversation into *ids, dropping the oldest turns while it
-  // does not leave room for an answer. False when even the last message alone
-  // does not fit.
-  bool FitToContext(std::vector<int32_t>* ids) {
+  // Drops the oldest turns while the rendered conversation does not leave room for an
+  // answer. False when even the last message alone does not fit.
+  bool FitToContext() {
     const int32_t n_ctx = session_.NCtx();
     const int32_t room = std::min(kMinAnswerRoom, n_ctx / 4);
     size_t dropped = 0;
     for (;;) {
-      *ids = model_.Tokenize(model_.ApplyChatTemplate(ToWrapper(), true, system_.empty()));
-      if (static_cast<int32_t>(ids->size()) + room <= n_ctx) break;
+      const size_t n_ids =
+          model_.Tokenize(model_.ApplyChatTemplate(messages_, true, system_.empty())).size();
+      if (static_cast<int32_t>(n_ids) + room <= n_ctx) break;
       const size_t first = (!messages_.empty() && messages_[0].role == "system") ? 1 : 0;
       if (messages_.size() - first <= 1) {
         std::fprintf(stderr,
                      "[the message is too long: %zu tokens with the template, the context holds "
                      "%d; raise -c or shorten it]\n",
-                     ids->size(), n_ctx);
+                     n_ids, n_ctx);
         return false;
       }
       messages_.erase(messages_.begin() + first);  // the oldest turn after the system prompt
@@ -212,8 +201,6 @@ class Chat {
     }
     return true;
   }
-
-  std::vector<kairox::ChatMessage> ToWrapper() const { return messages_; }
 
   kairox::Model& model_;
   kairox::Session& session_;
@@ -248,8 +235,8 @@ int main(int argc, char** argv) {
   int64_t n_predict = -1, seed = -1;
   int32_t n_threads = 0;
   bool version = false;
-  kairox::SamplerParams sp;        // the library's defaults (kx_sampler_params_init)
-  kairox::SessionParams sessp;     // n_ctx 0: min(trained, kDefaultCtx)
+  kairox::SamplerParams sp;     // the library's defaults (kx_sampler_params_init)
+  kairox::SessionParams sessp;  // n_ctx 0: min(trained, kDefaultCtx)
   app.add_option("-m,--model", model_path,
                  "GGUF model (default: $KAIROX_MODEL, else the fetched default model)")
       ->type_name("PATH");
@@ -340,8 +327,9 @@ int main(int argc, char** argv) {
       } else if (line == "/stats") {
         chat.PrintStats();
       } else if (line == "/help") {
-        std::printf("/reset  forget the conversation\n/stats  speed and context use\n"
-                    "/exit   quit (or Ctrl-D)\nCtrl-C   stop the current answer\n");
+        std::printf(
+            "/reset  forget the conversation\n/stats  speed and context use\n"
+            "/exit   quit (or Ctrl-D)\nCtrl-C   stop the current answer\n");
       } else if (line[0] == '/') {
         std::printf("[unknown command %s; /help lists them]\n", line.c_str());
       } else {

@@ -174,7 +174,10 @@ inline void SetUp(CLI::App& app) {
 // type them, rewritten to the long spelling each program declares.
 inline std::vector<std::string> NormalizeArgs(int argc, char** argv) {
   static const std::pair<const char*, const char*> kSingleDashLong[] = {
-      {"-ngl", "--n-gpu-layers"}, {"-cnv", "--conversation"}, {"-if", "--interactive-first"}};
+      {"-ngl", "--n-gpu-layers"},
+      {"-cnv", "--conversation"},
+      {"-if", "--interactive-first"},
+      {"-np", "--parallel"}};
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];

@@ -456,7 +456,8 @@ KX_API kx_status kx_generate_result_init(kx_generate_result* result, uint32_t st
  * the session as before the call except for its logits (as after kx_session_truncate).
  * `params` and `result` may be NULL.
  *
- * Multi-turn chat: keep the conversation as kx_chat_message's and, for every turn, render
+ * Multi-turn chat: kx_session_chat (below) does this. By hand: keep the conversation
+ * as kx_chat_message's and, for every turn, render
  * all of it with KX_CHAT_ADD_GENERATION_PROMPT, tokenize that with KX_TOKENIZE_ADD_SPECIAL |
  * KX_TOKENIZE_PARSE_SPECIAL, keep the part the session already holds (the longest common
  * prefix with kx_session_get_tokens, leaving at least one token to evaluate), evaluate the
@@ -482,6 +483,59 @@ KX_API kx_status kx_generate_result_init(kx_generate_result* result, uint32_t st
 KX_API kx_status kx_session_generate(kx_session* session, kx_sampler* sampler,
                                      const char* prompt, const kx_generate_params* params,
                                      kx_generate_result* result);
+
+/* ---------------------------------------------------------------- chat (added after 0.1.0) */
+
+/* Filled by kx_session_chat. */
+typedef struct kx_chat_result {
+  uint32_t struct_size;
+  int32_t n_tokens;    /* answer tokens generated (each was evaluated into the session) */
+  int32_t n_prompt;    /* tokens of the rendered conversation, generation prompt included */
+  int32_t n_reused;    /* of those, already in the session's KV cache: not evaluated again */
+  int32_t stop_reason; /* a kx_stop_reason */
+} kx_chat_result;
+
+/* Zeroes `result` and sets its struct_size (pass sizeof *result). */
+KX_API kx_status kx_chat_result_init(kx_chat_result* result, uint32_t struct_size);
+
+/* Answers a conversation: renders `messages` with the model's chat template and the opening
+ * of an assistant turn (kx_model_apply_chat_template with KX_CHAT_ADD_GENERATION_PROMPT;
+ * `flags` may add KX_CHAT_NO_DEFAULT_SYSTEM), tokenizes it, keeps the longest prefix of it
+ * the session already holds (at least one token is evaluated, for fresh logits), drops the
+ * rest of the session, evaluates the new suffix and generates as kx_session_generate with no
+ * prompt: the streamed text (params->on_token) is the assistant's message. Pass the whole
+ * conversation every turn, the previous answers included: the template writes every
+ * end-of-turn marker (the end-of-generation token is not evaluated into the session, the next
+ * render supplies it), so a follow-up evaluates only its new tokens, and a history edited by
+ * the caller is re-evaluated from the first token that differs. Any session works: one that
+ * holds another conversation is re-evaluated from where the two differ.
+ * Fails with INVALID_ARGUMENT (no messages, a NULL role or content, unknown flags, bad
+ * params) and CONTEXT_FULL when the rendered conversation is longer than the context; the
+ * session is then unchanged. Stopped (abort flag, progress callback) while the suffix is
+ * evaluated: KX_STATUS_OK with KX_STOP_ABORTED and n_tokens 0; the session then holds the
+ * reused prefix. `params` and `result` may be NULL.
+ *
+ *   kx_chat_message msgs[8] = {{"user", "Name three primes."}};
+ *   uint64_t n = 1;
+ *   kx_chat_result r;
+ *   kx_chat_result_init(&r, sizeof r);
+ *   kx_session_chat(session, sampler, msgs, n, 0, &gp, &r);   // gp.on_token collects `answer`
+ *   msgs[n++] = (kx_chat_message){"assistant", answer};
+ *   msgs[n++] = (kx_chat_message){"user", "And their sum?"};
+ *   kx_session_chat(session, sampler, msgs, n, 0, &gp, &r);   // r.n_reused: the first turn
+ */
+KX_API kx_status kx_session_chat(kx_session* session, kx_sampler* sampler,
+                                 const kx_chat_message* messages, uint64_t n_messages,
+                                 uint32_t flags, const kx_generate_params* params,
+                                 kx_chat_result* result);
+
+/* Replaces the sampler's logit biases (added after 0.1.0): bias[i] is added to the logit of
+ * tokens[i] before anything else in the chain; -INFINITY bans the token, +INFINITY forces it
+ * (a ban wins over a force). n = 0 clears them; the random sequence is not restarted. Ids at
+ * or above the vocabulary size of the logits sampled later are ignored. INVALID_ARGUMENT for
+ * a negative id or a NaN bias (nothing changed). */
+KX_API kx_status kx_sampler_set_logit_bias(kx_sampler* sampler, const int32_t* tokens,
+                                           const float* biases, uint64_t n);
 
 /* ---------------------------------------------------------------- statistics */
 

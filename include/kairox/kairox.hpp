@@ -226,6 +226,17 @@ class Sampler {
   }
   static Sampler Greedy() { return Sampler(SamplerParams{0.0f}); }
   void Reset(uint64_t seed) { detail::Check(kx_sampler_reset(sampler_.get(), seed)); }
+  // (token id, bias) pairs added to the logits first; -inf bans, +inf forces; {} clears
+  // (kx_sampler_set_logit_bias).
+  void SetLogitBias(const std::vector<std::pair<int32_t, float>>& bias) {
+    std::vector<int32_t> ids;
+    std::vector<float> values;
+    for (const auto& [id, value] : bias) {
+      ids.push_back(id);
+      values.push_back(value);
+    }
+    detail::Check(kx_sampler_set_logit_bias(sampler_.get(), ids.data(), values.data(), ids.size()));
+  }
   kx_sampler* get() const { return sampler_.get(); }
 
  private:
@@ -261,6 +272,14 @@ struct GenerateResult {
   std::string text;
   int32_t n_tokens = 0;
   int32_t n_prompt = 0;
+  kx_stop_reason stop_reason = KX_STOP_END_OF_GENERATION;
+};
+
+struct ChatResult {
+  std::string text;      // the assistant's message
+  int32_t n_tokens = 0;  // generated
+  int32_t n_prompt = 0;  // tokens of the rendered conversation
+  int32_t n_reused = 0;  // of those, held by the session already (not evaluated again)
   kx_stop_reason stop_reason = KX_STOP_END_OF_GENERATION;
 };
 
@@ -376,6 +395,47 @@ class Session {
     detail::Check(st);
     out.n_tokens = r.n_tokens;
     out.n_prompt = r.n_prompt;
+    out.stop_reason = static_cast<kx_stop_reason>(r.stop_reason);
+    return out;
+  }
+
+  // Answers the conversation `messages` (every turn so far, the previous answers included):
+  // renders it with the model's chat template, evaluates only what the session does not hold
+  // yet and generates the assistant's message (kx_session_chat). `on_text` as in Generate.
+  //
+  //   std::vector<kairox::ChatMessage> msgs = {{"user", "Name three primes."}};
+  //   msgs.push_back({"assistant", session.Chat(msgs).text});
+  //   msgs.push_back({"user", "And their sum?"});
+  //   kairox::ChatResult r = session.Chat(msgs);  // r.n_reused: the first exchange's tokens
+  ChatResult Chat(const std::vector<ChatMessage>& messages, const GenerateParams& params = {},
+                  const std::function<bool(std::string_view)>& on_text = {},
+                  Sampler* sampler = nullptr, bool default_system = true) {
+    std::vector<kx_chat_message> msgs;
+    msgs.reserve(messages.size());
+    for (const ChatMessage& m : messages) msgs.push_back({m.role.c_str(), m.content.c_str()});
+    std::vector<const char*> stops;
+    for (const std::string& s : params.stop) stops.push_back(s.c_str());
+    kx_generate_params gp;
+    detail::Check(kx_generate_params_init(&gp, sizeof(gp)));
+    gp.max_tokens = params.max_tokens;
+    gp.stop_strings = stops.empty() ? nullptr : stops.data();
+    gp.n_stop_strings = static_cast<uint32_t>(stops.size());
+    gp.abort_flag = params.abort_flag;
+    ChatResult out;
+    Thunk thunk{&on_text, &out.text, nullptr};
+    gp.on_token = &Thunk::Call;
+    gp.user_data = &thunk;
+    kx_chat_result r;
+    detail::Check(kx_chat_result_init(&r, sizeof(r)));
+    const kx_status st =
+        kx_session_chat(session_.get(), sampler ? sampler->get() : nullptr, msgs.data(),
+                        msgs.size(), detail::Flag(!default_system, KX_CHAT_NO_DEFAULT_SYSTEM),
+                        &gp, &r);
+    if (thunk.error) std::rethrow_exception(thunk.error);
+    detail::Check(st);
+    out.n_tokens = r.n_tokens;
+    out.n_prompt = r.n_prompt;
+    out.n_reused = r.n_reused;
     out.stop_reason = static_cast<kx_stop_reason>(r.stop_reason);
     return out;
   }

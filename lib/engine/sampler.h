@@ -46,6 +46,7 @@
 #include <random>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -93,6 +94,9 @@ class Sampler {
   void Reset(uint64_t seed);
 
   const SamplerParams& params() const { return params_; }
+
+  // Replaces params().logit_bias; the generator's sequence goes on.
+  void SetLogitBias(std::vector<LogitBias> bias) { params_.logit_bias = std::move(bias); }
 
   // A uniform double in [0, 1) from one raw 64-bit output (top 53 bits).
   static double UniformFromBits(uint64_t bits);

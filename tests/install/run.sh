@@ -23,7 +23,7 @@ scratch=$(cd "$scratch" && pwd)
 prefix=$scratch/prefix
 fail() { echo "FAIL: $*"; exit 1; }
 
-programs=(kairox-cli kairox-chat kairox-perplexity kairox-prepare kairox-bench)
+programs=(kairox-cli kairox-chat kairox-server kairox-perplexity kairox-prepare kairox-bench)
 targets=(kairox kairox_static "${programs[@]}")
 with_cuda=0
 if cmake --build "$build" --target help | grep -q '^kairox_cuda:'; then
@@ -41,7 +41,7 @@ for p in "${programs[@]}"; do expected+=("bin/$p"); done
 for f in "${expected[@]}"; do
   [[ -e $prefix/$f ]] || fail "cmake --install did not put $f in place"
 done
-for p in kairox-cli kairox-chat kairox-perplexity kairox-bench; do
+for p in kairox-cli kairox-chat kairox-server kairox-perplexity kairox-bench; do
   "$prefix/bin/$p" --version >/dev/null || fail "installed $p --version"
 done
 "$prefix/bin/kairox-prepare" --help >/dev/null || fail "installed kairox-prepare --help"

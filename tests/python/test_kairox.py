@@ -142,6 +142,40 @@ def test_chat_template_messages(tiny_model_path):
     assert "hi" in text and "yo" in text
 
 
+def test_session_chat_reuses_the_prefix(tiny_model_path):
+    model = kairox.Model(tiny_model_path)
+    s = model.session(n_ctx=256, n_threads=2)
+    msgs = [{"role": "user", "content": "hello there"}]
+    first = s.chat_text(msgs, max_tokens=5, sampler=kairox.Sampler.greedy())
+    first_prompt = s.last_result.n_prompt
+    assert s.last_result.n_reused == 0 and s.n_past == first_prompt + s.last_result.n_tokens
+    msgs += [("assistant", first), ("user", "again")]
+    pieces = list(s.chat(msgs, max_tokens=5, sampler=kairox.Sampler.greedy()))
+    assert s.last_result.n_reused >= first_prompt
+    fresh = model.session(n_ctx=256, n_threads=2)
+    assert fresh.chat_text(msgs, max_tokens=5, sampler=kairox.Sampler.greedy()) == "".join(pieces)
+    assert fresh.last_result.n_reused == 0
+    with pytest.raises(ValueError):
+        s.chat([])
+    with pytest.raises(kairox.KairoxError) as e:
+        s.chat_text([("user", "x" * 400)])
+    assert e.value.status_name == "CONTEXT_FULL"
+
+
+def test_sampler_logit_bias():
+    logits = [0.5, 3.0, 1.0, -2.0]
+    greedy = kairox.Sampler.greedy()
+    assert greedy.sample_logits(logits) == 1
+    greedy.set_logit_bias({1: float("-inf")})
+    assert greedy.sample_logits(logits) == 2
+    greedy.set_logit_bias({3: float("inf")})
+    assert greedy.sample_logits(logits) == 3
+    greedy.set_logit_bias({})
+    assert greedy.sample_logits(logits) == 1
+    with pytest.raises(kairox.KairoxError):
+        greedy.set_logit_bias({0: float("nan")})
+
+
 def test_log_callback(tiny_model_path):
     lines = []
     kairox.set_log_callback(lambda level, msg: lines.append((level, msg)))

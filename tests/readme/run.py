@@ -33,6 +33,9 @@ import time
 NOT_HERE = {
     r"^cmake/setup\.sh\b": ".ci/run runs cmake/setup.sh verbatim after the tests",
     r"^cmake/test\.sh\b": ".ci/run's first stage is cmake/test.sh verbatim",
+    r"^build/bin/kairox-server\b": "tests/server (in cmake/test.sh) starts kairox-server and runs "
+                                   "the README's curl example against it (test_readme_curl)",
+    r"^curl -s http://127\.0\.0\.1:8080/": "tests/server runs it against a running server",
 }
 
 # Commands whose outcome depends on the machine: (regex, predicate for "should succeed here",

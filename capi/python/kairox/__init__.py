@@ -326,6 +326,14 @@ class Sampler:
     def reset(self, seed: int) -> None:
         _check(C.lib().kx_sampler_reset(self.handle, _int("seed", seed, 0, _U64_MAX)))
 
+    def set_logit_bias(self, bias: Mapping[int, float]) -> None:
+        """{token id: bias} added to the logits first (-inf bans, +inf forces); {} clears."""
+        ids = [_int("logit_bias token", t, 0, _I32_MAX) for t in bias]
+        vals = [float(v) for v in bias.values()]
+        id_arr = (ctypes.c_int32 * max(len(ids), 1))(*ids)
+        val_arr = (ctypes.c_float * max(len(vals), 1))(*vals)
+        _check(C.lib().kx_sampler_set_logit_bias(self.handle, id_arr, val_arr, len(ids)))
+
     def sample_logits(self, logits: Sequence[float], history: Sequence[int] = ()) -> int:
         """Draws a token id from a row of logits (a list or numpy array)."""
         row = (ctypes.c_float * len(logits))(*[float(x) for x in logits])
@@ -353,6 +361,7 @@ class GenerateResult:
     n_tokens: int
     n_prompt: int
     stop_reason: str  # end_of_generation, max_tokens, stop_string, context_full, aborted, callback
+    n_reused: int = 0  # chat(): prompt tokens the session already held (not evaluated again)
 
 
 class _Done:
@@ -547,6 +556,41 @@ class Session:
         if abort is not None:
             abort.value = 1
 
+    def chat(self, messages: Iterable[Message], max_tokens: int = 256, stop: Sequence[str] = (),
+             sampler: Optional[Sampler] = None, default_system: bool = True) -> Iterator[str]:
+        """Streams the assistant's answer to a conversation: `messages` ({"role", "content"}
+        mappings or (role, content) pairs) is the whole conversation so far, previous answers
+        included. It is rendered with the model's chat template and only the tokens the
+        session does not hold yet are evaluated (kx_session_chat); self.last_result.n_reused
+        says how many were kept. Otherwise as generate()."""
+        encoded = []  # the bytes the C structs point into, alive until the call returns
+        for m in messages:
+            role, content = (m["role"], m["content"]) if isinstance(m, Mapping) else m
+            encoded.append((role.encode(), content.encode()))
+        if not encoded:
+            raise ValueError("chat() needs at least one message")
+        arr = (C.ChatMessage * len(encoded))(*[C.ChatMessage(r, c) for r, c in encoded])
+        flags = 0 if default_system else C.CHAT_NO_DEFAULT_SYSTEM
+        lib = C.lib()
+        result = C.ChatResult()
+        _check(lib.kx_chat_result_init(ctypes.byref(result), ctypes.sizeof(result)))
+
+        def call(handle: int, sampler_handle: Any, gp: Any) -> int:
+            assert encoded
+            return lib.kx_session_chat(handle, sampler_handle, arr, len(encoded), flags,
+                                       ctypes.byref(gp), ctypes.byref(result))
+
+        def finished() -> GenerateResult:
+            return GenerateResult(result.n_tokens, result.n_prompt,
+                                  STOP_REASONS.get(result.stop_reason, str(result.stop_reason)),
+                                  result.n_reused)
+
+        return self._stream(call, finished, max_tokens, stop, sampler)
+
+    def chat_text(self, messages: Iterable[Message], **kwargs: Any) -> str:
+        """chat() joined into one string."""
+        return "".join(self.chat(messages, **kwargs))
+
     def generate(self, prompt: str = "", max_tokens: int = 256, stop: Sequence[str] = (),
                  sampler: Optional[Sampler] = None) -> Iterator[str]:
         """Streams the text generated after `prompt` ("" continues the session), in pieces
@@ -556,6 +600,26 @@ class Session:
         (also after an early close: stop_reason "aborted"). The session is taken when the
         iteration starts and stays taken until the generation has ended: calls on it meanwhile
         raise KairoxError BUSY (abort() and close() excepted)."""
+        lib = C.lib()
+        result = C.GenerateResult()
+        _check(lib.kx_generate_result_init(ctypes.byref(result), ctypes.sizeof(result)))
+        prompt_bytes = prompt.encode()
+
+        def call(handle: int, sampler_handle: Any, gp: Any) -> int:
+            return lib.kx_session_generate(handle, sampler_handle, prompt_bytes,
+                                           ctypes.byref(gp), ctypes.byref(result))
+
+        def finished() -> GenerateResult:
+            return GenerateResult(result.n_tokens, result.n_prompt,
+                                  STOP_REASONS.get(result.stop_reason, str(result.stop_reason)))
+
+        return self._stream(call, finished, max_tokens, stop, sampler)
+
+    def _stream(self, call: Callable[[int, Any, Any], int],
+                finished_result: Callable[[], GenerateResult], max_tokens: int,
+                stop: Sequence[str], sampler: Optional[Sampler]) -> Iterator[str]:
+        """Runs `call(handle, sampler_handle, generate_params)` (a C call that streams through
+        on_token) on a helper thread and yields its pieces (generate() and chat())."""
         lib = C.lib()
         gp = C.GenerateParams()
         _check(lib.kx_generate_params_init(ctypes.byref(gp), ctypes.sizeof(gp)))
@@ -575,17 +639,13 @@ class Session:
 
         callback = C.TOKEN_CALLBACK(on_token)  # referenced until the worker is joined
         gp.on_token = callback
-        result = C.GenerateResult()
-        _check(lib.kx_generate_result_init(ctypes.byref(result), ctypes.sizeof(result)))
         sampler_handle = sampler.handle if sampler is not None else None
-        prompt_bytes = prompt.encode()
         handle = self._acquire()  # released by the worker when the C call has returned
         self._abort = abort
 
         def run() -> None:
             try:
-                status = lib.kx_session_generate(handle, sampler_handle, prompt_bytes,
-                                                 ctypes.byref(gp), ctypes.byref(result))
+                status = call(handle, sampler_handle, gp)
                 msg = (lib.kx_last_error() or b"").decode("utf-8", "replace") if status else ""
                 done_item = _Done(status, msg)
             except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
@@ -596,9 +656,7 @@ class Session:
             pieces.put(done_item)
 
         def finished() -> None:
-            self.last_result = GenerateResult(
-                result.n_tokens, result.n_prompt,
-                STOP_REASONS.get(result.stop_reason, str(result.stop_reason)))
+            self.last_result = finished_result()
 
         self.last_result = None
         worker = threading.Thread(target=run, name="kairox-generate", daemon=True)

@@ -87,6 +87,11 @@ class GenerateResult(ctypes.Structure):
                 ("stop_reason", c_int32)]
 
 
+class ChatResult(ctypes.Structure):
+    _fields_ = [("struct_size", c_uint32), ("n_tokens", c_int32), ("n_prompt", c_int32),
+                ("n_reused", c_int32), ("stop_reason", c_int32)]
+
+
 class Stats(ctypes.Structure):
     _fields_ = [("struct_size", c_uint32), ("n_threads", c_int32),
                 ("n_prompt_tokens", c_uint64), ("n_gen_tokens", c_uint64),
@@ -147,6 +152,11 @@ _SIGNATURES = {
     "kx_generate_result_init": (ctypes.c_int, [POINTER(GenerateResult), c_uint32]),
     "kx_session_generate": (ctypes.c_int, [_P, _P, c_char_p, POINTER(GenerateParams),
                                            POINTER(GenerateResult)]),
+    "kx_chat_result_init": (ctypes.c_int, [POINTER(ChatResult), c_uint32]),
+    "kx_session_chat": (ctypes.c_int, [_P, _P, POINTER(ChatMessage), c_uint64, c_uint32,
+                                       POINTER(GenerateParams), POINTER(ChatResult)]),
+    "kx_sampler_set_logit_bias": (ctypes.c_int, [_P, POINTER(c_int32), POINTER(c_float),
+                                                 c_uint64]),
     "kx_stats_init": (ctypes.c_int, [POINTER(Stats), c_uint32]),
     "kx_session_get_stats": (ctypes.c_int, [_P, POINTER(Stats)]),
     "kx_session_reset_stats": (ctypes.c_int, [_P]),
