@@ -1,5 +1,6 @@
-// kairox-perplexity: perplexity of a model over a text, computed the way
-// llama.cpp's llama-perplexity does, so the numbers compare.
+// kairox-perplexity: perplexity of a model over a text, computed as llama.cpp's
+// llama-perplexity does but for one token: it scores c/2 tokens per chunk, llama-perplexity
+// c/2 − 1 (from c/2 + 1), which moves the figure by ~1 % (benchmarks/peer/README.md).
 //
 //   kairox-perplexity -m model.gguf -f wiki.test.raw [-c 512] [--chunks K] [-t N] [-b N]
 //
@@ -57,7 +58,8 @@ struct Args {
 
 constexpr const char* kDescription =
     "kairox-perplexity: perplexity of a model over a text, computed as llama.cpp's\n"
-    "llama-perplexity does: chunks of -c tokens, tokens [c/2, c) of each scored.\n"
+    "llama-perplexity does (chunks of -c tokens from an empty cache, the second half scored),\n"
+    "but scoring tokens [c/2, c) of each chunk where llama-perplexity scores [c/2+1, c).\n"
     "With a sidecar, batches run masked-dense (exactly the sparse model's arithmetic, with\n"
     "dense kernels); -b 1 runs the sparse kernels.\n"
     "The last line of stdout is \"PPL = <value> +/- <estimated error>\".";
