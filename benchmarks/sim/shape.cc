@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "model/gguf.h"
+#include "sparse/group_frequency.h"
 
 namespace kx::sim_cli {
 namespace {
@@ -32,8 +33,8 @@ absl::StatusOr<ModelShape> ReadModelShape(const std::string& model_path,
   s.n_embd = up->ne[0];
   s.n_ff = up->ne[1];
   if (s.n_ff <= 0 || s.n_embd <= 0) return absl::InvalidArgumentError(model_path + ": empty FFN");
-  s.neuron_bytes = (up->size_bytes + gate->size_bytes + down->size_bytes) /
-                   static_cast<uint64_t>(s.n_ff);
+  s.neuron_bytes =
+      (up->size_bytes + gate->size_bytes + down->size_bytes) / static_cast<uint64_t>(s.n_ff);
   for (const GgufTensorInfo& t : f.tensors()) {
     const std::string_view name = t.name;
     if (name.starts_with("blk.0.") && !name.starts_with("blk.0.ffn_")) s.attn_bytes += t.size_bytes;
@@ -44,7 +45,8 @@ absl::StatusOr<ModelShape> ReadModelShape(const std::string& model_path,
   const GgufTensorInfo* head = f.FindTensor("output.weight");
   if (head == nullptr) head = f.FindTensor("token_embd.weight");  // tied embeddings
   if (head != nullptr) s.head_bytes += head->size_bytes;
-  if (const GgufTensorInfo* norm = f.FindTensor("output_norm.weight")) s.head_bytes += norm->size_bytes;
+  if (const GgufTensorInfo* norm = f.FindTensor("output_norm.weight"))
+    s.head_bytes += norm->size_bytes;
 
   if (sidecar_path.empty()) return s;
   s.sidecar_path = sidecar_path;
@@ -52,32 +54,27 @@ absl::StatusOr<ModelShape> ReadModelShape(const std::string& model_path,
   KX_ASSIGN_OR_RETURN(uint64_t gs, sc.GetUint("kairox.group_size"));
   KX_ASSIGN_OR_RETURN(uint64_t sc_n_ff, sc.GetUint("kairox.model.n_ff"));
   if (static_cast<int64_t>(sc_n_ff) != s.n_ff || gs == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        sidecar_path, ": sidecar of n_ff ", sc_n_ff, " does not match the model's ", s.n_ff));
+    return absl::FailedPreconditionError(absl::StrCat(sidecar_path, ": sidecar of n_ff ", sc_n_ff,
+                                                      " does not match the model's ", s.n_ff));
   }
   s.sidecar_group_size = static_cast<int>(gs);
   KX_ASSIGN_OR_RETURN(const GgufTensorInfo* bundles,
                       Tensor(sc, sidecar_path, "blk.0.kairox.bundles"));
   s.neuron_bytes = bundles->size_bytes / static_cast<uint64_t>(s.n_ff);  // stride included
   s.group_frequency.assign(static_cast<size_t>(s.n_layer) * n_groups, 0.0f);
+  std::vector<float> layer_freq(static_cast<size_t>((s.n_ff + gs - 1) / gs));
   for (int l = 0; l < s.n_layer; ++l) {
     KX_ASSIGN_OR_RETURN(const GgufTensorInfo* freq,
                         Tensor(sc, sidecar_path, absl::StrCat("blk.", l, ".kairox.freq")));
     if (freq->type != GgmlType::kF32 || freq->n_elements() != s.n_ff) {
-      return absl::InvalidArgumentError(absl::StrCat(sidecar_path, ": blk.", l,
-                                                     ".kairox.freq is not ", s.n_ff, " floats"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(sidecar_path, ": blk.", l, ".kairox.freq is not ", s.n_ff, " floats"));
     }
     const float* p = reinterpret_cast<const float*>(sc.TensorData(*freq));
-    for (int g = 0; g < n_groups; ++g) {
-      double sum = 0;
-      int n = 0;
-      for (int64_t j = static_cast<int64_t>(g) * static_cast<int64_t>(gs);
-           j < std::min<int64_t>((g + 1) * static_cast<int64_t>(gs), s.n_ff); ++j, ++n) {
-        sum += p[j];
-      }
-      s.group_frequency[static_cast<size_t>(l) * n_groups + g] =
-          n > 0 ? static_cast<float>(sum / n) : 0.0f;
-    }
+    sparse::GroupMeanFrequency(p, s.n_ff, static_cast<int>(gs), layer_freq.data());
+    // The trace's group count (n_groups) is what the simulation uses; extra groups stay 0.
+    std::copy_n(layer_freq.begin(), std::min<size_t>(layer_freq.size(), n_groups),
+                s.group_frequency.begin() + static_cast<size_t>(l) * n_groups);
   }
   return s;
 }

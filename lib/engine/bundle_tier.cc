@@ -64,8 +64,8 @@ uint64_t BundleTier::FixedBytes(const sparse::Sidecar& s) {
 }
 
 absl::StatusOr<std::unique_ptr<BundleTier>> BundleTier::Create(const sparse::Sidecar& sidecar,
-                                                                const TierOptions& options,
-                                                                MemoryBudget* budget) {
+                                                               const TierOptions& options,
+                                                               MemoryBudget* budget) {
   if (budget == nullptr) return absl::InvalidArgumentError("BundleTier: no memory budget");
   if (sidecar.n_layer() == 0) return absl::InvalidArgumentError("BundleTier: empty sidecar");
   std::unique_ptr<BundleTier> t(new BundleTier());
@@ -91,8 +91,7 @@ absl::StatusOr<std::unique_ptr<BundleTier>> BundleTier::Create(const sparse::Sid
     }
   }
   t->slots_per_layer_ = SlotsPerLayer(sidecar, options.resident_bytes);
-  t->slot_bytes_total_ =
-      static_cast<uint64_t>(t->slots_per_layer_) * t->n_layer_ * t->stride_;
+  t->slot_bytes_total_ = static_cast<uint64_t>(t->slots_per_layer_) * t->n_layer_ * t->stride_;
   const LayerSpan span = SpanOf(sidecar);
   t->mirror_bytes_ = span.bytes;
   t->mirror_lead_ = span.lead;
@@ -106,8 +105,8 @@ absl::StatusOr<std::unique_ptr<BundleTier>> BundleTier::Create(const sparse::Sid
   t->budget_ = budget;  // from here on the destructor gives both back
   t->mirrors_ = static_cast<uint8_t*>(std::aligned_alloc(kPage, 2 * t->mirror_bytes_));
   if (t->slot_bytes_total_ > 0) {
-    t->slots_ = static_cast<uint8_t*>(
-        std::aligned_alloc(kPage, RoundUp(t->slot_bytes_total_, kPage)));
+    t->slots_ =
+        static_cast<uint8_t*>(std::aligned_alloc(kPage, RoundUp(t->slot_bytes_total_, kPage)));
   }
   if (t->mirrors_ == nullptr || (t->slot_bytes_total_ > 0 && t->slots_ == nullptr)) {
     return absl::ResourceExhaustedError("BundleTier: out of memory for bundle slots");
@@ -136,8 +135,8 @@ absl::StatusOr<std::unique_ptr<BundleTier>> BundleTier::Create(const sparse::Sid
   po.swap_margin = options.swap_margin;
   if (const char* e = Knob("KAIROX_TIER_SWAP_MARGIN")) po.swap_margin = std::atof(e);
   KX_ASSIGN_OR_RETURN(t->policy_, policy::MakePolicy(options.policy, po));
-  t->residency_ = std::make_unique<policy::Residency>(t->n_layer_, t->n_groups_,
-                                                      t->slots_per_layer_);
+  t->residency_ =
+      std::make_unique<policy::Residency>(t->n_layer_, t->n_groups_, t->slots_per_layer_);
   t->layers_.resize(t->n_layer_);
   for (LayerState& L : t->layers_) {
     L.event = std::make_unique<IoEvent>();
@@ -164,11 +163,11 @@ absl::StatusOr<std::unique_ptr<BundleTier>> BundleTier::Create(const sparse::Sid
                  "token,layer,lambda,resident,groups_needed,hits,loads,evictions,read_ops,"
                  "bytes_read,io_wait_ns,compute_ns\n");
   }
-  Log().info("bundle tier: {} of {} groups per layer resident ({}), policy {}, {} reads{}, "
-             "prefetch {}",
-             t->slots_per_layer_, t->n_groups_, FormatBytes(t->slot_bytes_total_),
-             t->policy_->name(), t->io_->backend_name(), t->direct_ ? " (O_DIRECT)" : "",
-             options.prefetch ? "on" : "off");
+  Log().info(
+      "bundle tier: {} of {} groups per layer resident ({}), policy {}, {} reads{}, "
+      "prefetch {}",
+      t->slots_per_layer_, t->n_groups_, FormatBytes(t->slot_bytes_total_), t->policy_->name(),
+      t->io_->backend_name(), t->direct_ ? " (O_DIRECT)" : "", options.prefetch ? "on" : "off");
   return t;
 }
 
@@ -205,15 +204,7 @@ absl::Status BundleTier::InitialPlacement() {
   ps.n_layer = n_layer_;
   ps.n_groups = n_groups_;
   ps.bundle_bytes = stride_;
-  ps.frequency.assign(static_cast<size_t>(n_layer_) * n_groups_, 0.0f);
-  for (int l = 0; l < n_layer_; ++l) {
-    const float* f = sidecar_->layer(l).freq;
-    for (int g = 0; g < n_groups_; ++g) {
-      double sum = 0;
-      for (int j = 0; j < gs_; ++j) sum += f[g * gs_ + j];
-      ps.frequency[static_cast<size_t>(l) * n_groups_ + g] = static_cast<float>(sum / gs_);
-    }
-  }
+  ps.frequency = sidecar_->GroupFrequency();
   std::vector<std::pair<int, int>> loads;
   policy_->Place(ps, *residency_, &loads);
   std::vector<std::vector<int32_t>> per_layer(n_layer_);
@@ -300,8 +291,8 @@ void BundleTier::Speculate(int layer, const uint32_t* masks) {
   L.speculative = true;
   needed_.clear();
   for (int g = 0; g < n_groups_; ++g) {
-    L.spec_read[g] = masks[g] != 0 && residency_->slot_of(layer, g) < 0 &&
-                     !residency_->loading(layer, g);
+    L.spec_read[g] =
+        masks[g] != 0 && residency_->slot_of(layer, g) < 0 && !residency_->loading(layer, g);
     if (L.spec_read[g]) needed_.push_back(g);
   }
   const int64_t ops_before = stats_.read_ops, bytes_before = stats_.bytes_read;

@@ -87,8 +87,7 @@ DeviceFfn::~DeviceFfn() {
 absl::StatusOr<std::unique_ptr<DeviceFfn>> DeviceFfn::Create(Device& device,
                                                              const sparse::Sidecar& sidecar,
                                                              const cpu::KernelTable& kernels,
-                                                             FfnActivation act,
-                                                             float act_threshold,
+                                                             FfnActivation act, float act_threshold,
                                                              const DeviceFfnOptions& options) {
   auto d = std::unique_ptr<DeviceFfn>(
       new DeviceFfn(device, sidecar, kernels, act, act_threshold, options));
@@ -129,8 +128,8 @@ absl::Status DeviceFfn::Init() {
   const Carve c = CarveScratch(sidecar_);
   KX_ASSIGN_OR_RETURN(scratch_, device_.Alloc(kScratchName, c.total));
   if (slots_per_layer_ > 0) {
-    KX_ASSIGN_OR_RETURN(slots_, device_.Alloc(kSlotsName, static_cast<uint64_t>(slots_per_layer_) *
-                                                              per_layer));
+    KX_ASSIGN_OR_RETURN(
+        slots_, device_.Alloc(kSlotsName, static_cast<uint64_t>(slots_per_layer_) * per_layer));
   }
   KX_ASSIGN_OR_RETURN(staging_, device_.AllocPinned(kStagingName, StagingBytes(c)));
   uint8_t* d = scratch_.as<uint8_t>();
@@ -178,28 +177,12 @@ absl::Status DeviceFfn::Init() {
   return absl::OkStatus();
 }
 
-std::vector<float> DeviceFfn::PlacementFrequency(const sparse::Sidecar& sidecar) {
-  const int n_layer = sidecar.n_layer();
-  const int n_groups = sidecar.layer(0).layout.n_groups;
-  const int gs = sidecar.group_size();
-  std::vector<float> freq(static_cast<size_t>(n_layer) * n_groups, 0.0f);
-  for (int l = 0; l < n_layer; ++l) {
-    const float* f = sidecar.layer(l).freq;
-    for (int g = 0; g < n_groups; ++g) {
-      double sum = 0;
-      for (int j = 0; j < gs; ++j) sum += f[g * gs + j];
-      freq[static_cast<size_t>(l) * n_groups + g] = static_cast<float>(sum / gs);
-    }
-  }
-  return freq;
-}
-
 absl::Status DeviceFfn::InitialPlacement() {
   policy::PlacementStats ps;
   ps.n_layer = n_layer_;
   ps.n_groups = n_groups_;
   ps.bundle_bytes = stride_;
-  ps.frequency = PlacementFrequency(sidecar_);
+  ps.frequency = sidecar_.GroupFrequency();
   std::vector<std::pair<int, int>> loads;
   policy_->Place(ps, *residency_, &loads);
   for (const auto& [l, g] : loads) {
@@ -269,9 +252,8 @@ absl::Status DeviceFfn::Begin(int layer, const uint32_t* masks, const float* x, 
   return st;
 }
 
-absl::Status DeviceFfn::RunBegin(int layer, const uint32_t* masks, const float* x,
-                                 float threshold, const uint8_t* const* host_bundles,
-                                 const uint8_t** cpu_bundles) {
+absl::Status DeviceFfn::RunBegin(int layer, const uint32_t* masks, const float* x, float threshold,
+                                 const uint8_t* const* host_bundles, const uint8_t** cpu_bundles) {
   KX_CHECK_MSG(active_layer_ < 0, "DeviceFfn::Begin without End");
   begin_ns_ = NowNs();
   active_layer_ = layer;
@@ -314,13 +296,13 @@ absl::Status DeviceFfn::RunBegin(int layer, const uint32_t* masks, const float* 
   uint8_t* arena = SlotPtr(layer, 0);
   CpuInput(x, h_x_);
   KX_RETURN_IF_ERROR(device_.CopyH2D(StreamKind::kCritical, d_x_, h_x_, sizeof(float) * n_embd_));
-  KX_RETURN_IF_ERROR(device_.CopyH2D(StreamKind::kCritical, d_slots_, h_slots_, sizeof(int32_t) * n));
+  KX_RETURN_IF_ERROR(
+      device_.CopyH2D(StreamKind::kCritical, d_slots_, h_slots_, sizeof(int32_t) * n));
   KX_RETURN_IF_ERROR(
       device_.CopyH2D(StreamKind::kCritical, d_masks_, h_masks_, sizeof(uint32_t) * n));
   KX_RETURN_IF_ERROR(device_.RecordEvent(StreamKind::kCritical, uploaded_));
   KX_RETURN_IF_ERROR(device_.StreamWaitEvent(StreamKind::kCompute, uploaded_));
-  KX_RETURN_IF_ERROR(
-      device_.Memset(StreamKind::kCompute, d_partial_, 0, sizeof(float) * n_embd_));
+  KX_RETURN_IF_ERROR(device_.Memset(StreamKind::kCompute, d_partial_, 0, sizeof(float) * n_embd_));
 
   kx_cuda_sparse_up_gate_args ug{};
   ug.struct_size = sizeof(ug);
@@ -431,17 +413,17 @@ absl::Status DeviceFfn::Balance(int layer) {
   window.bytes = options_.max_load_bytes_per_step;
   policy_->PlanLayer(layer, intensity_.data(), L.feedback, window, *residency_, &plan_);
   if (record_plans_) {
-    plan_records_.push_back({tokens_, layer, plan_.load, plan_.evict,
-                             residency_->loading_count(layer)});
+    plan_records_.push_back(
+        {tokens_, layer, plan_.load, plan_.evict, residency_->loading_count(layer)});
   }
   for (int32_t g : plan_.evict) {
     const int slot = residency_->slot_of(layer, g);
     residency_->Evict(layer, g);
     // sim: reading an evicted slot shows as NaN (cuda: nothing).
-    KX_RETURN_IF_ERROR(device_.Poison(slots_, (static_cast<uint64_t>(layer) * slots_per_layer_ +
-                                               static_cast<uint64_t>(slot)) *
-                                                  stride_,
-                                      stride_));
+    KX_RETURN_IF_ERROR(device_.Poison(
+        slots_,
+        (static_cast<uint64_t>(layer) * slots_per_layer_ + static_cast<uint64_t>(slot)) * stride_,
+        stride_));
   }
   const sparse::Sidecar::Layer& SL = sidecar_.layer(layer);
   for (int32_t g : plan_.load) {

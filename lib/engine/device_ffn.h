@@ -175,10 +175,6 @@ class DeviceFfn {
   // diagnostics only); false stops and clears.
   void set_record_plans(bool on);
   const std::vector<DeviceFfnPlanRecord>& plan_records() const { return plan_records_; }
-  // The initial placement's per-group frequency, [layer · n_groups + g]: the sidecar's
-  // calibration frequency averaged over each group (kairox-sim's --placement sidecar reads
-  // the same from the file).
-  static std::vector<float> PlacementFrequency(const sparse::Sidecar& sidecar);
 
   // Neurons the device kept (above the threshold) in the last End.
   int64_t last_kept() const { return last_kept_; }

@@ -16,6 +16,7 @@
 #include "model/gguf_writer.h"
 #include "model/llama_ffn_activation.h"
 #include "model/model.h"
+#include "sparse/group_frequency.h"
 #include "sparse/grouping.h"
 #include "sparse/sidecar_verify.h"
 
@@ -36,8 +37,8 @@ absl::StatusOr<const uint8_t*> Tensor(const GgufFile& f, const std::string& name
   const GgufTensorInfo* t = f.FindTensor(name);
   if (t == nullptr) return absl::InvalidArgumentError(absl::StrCat("missing tensor ", name));
   if (t->type != type) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor ", name, " is ", TypeName(t->type),
-                                                   ", expected ", TypeName(type)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor ", name, " is ", TypeName(t->type), ", expected ", TypeName(type)));
   }
   if (t->n_elements() != n_elements) {
     return absl::InvalidArgumentError(absl::StrCat("tensor ", name, " has ", t->n_elements(),
@@ -78,9 +79,9 @@ absl::Status VerifyLayer(const GgufFile& f, int l) {
     digest.Add(what, data, t->size_bytes);
   }
   if (digest.Hex() != want) {
-    return absl::DataLossError(absl::StrCat(
-        "layer ", l, "'s bytes (blk.", l, ".kairox.*) do not match their hash ", key,
-        ": the file is damaged or was changed after kairox-prepare wrote it"));
+    return absl::DataLossError(
+        absl::StrCat("layer ", l, "'s bytes (blk.", l, ".kairox.*) do not match their hash ", key,
+                     ": the file is damaged or was changed after kairox-prepare wrote it"));
   }
   return absl::OkStatus();
 }
@@ -171,16 +172,16 @@ absl::Status WriteSidecar(const SidecarData& d, const std::string& path) {
       digest.Add("pred.b2", L.b2.data(), L.b2.size() * sizeof(float));
     }
     w.SetString(LayerHashKey(l), digest.Hex());
-    KX_RETURN_IF_ERROR(w.AddTensorView(LayerKey(l, "perm"), GgmlType::kI32, {n_ff},
-                                       L.perm.data(), n_ff * sizeof(int32_t)));
-    KX_RETURN_IF_ERROR(w.AddTensorView(LayerKey(l, "freq"), GgmlType::kF32, {n_ff},
-                                       L.freq.data(), n_ff * sizeof(float)));
+    KX_RETURN_IF_ERROR(w.AddTensorView(LayerKey(l, "perm"), GgmlType::kI32, {n_ff}, L.perm.data(),
+                                       n_ff * sizeof(int32_t)));
+    KX_RETURN_IF_ERROR(w.AddTensorView(LayerKey(l, "freq"), GgmlType::kF32, {n_ff}, L.freq.data(),
+                                       n_ff * sizeof(float)));
     const int64_t n_levels = static_cast<int64_t>(L.thresholds.size());
     KX_RETURN_IF_ERROR(w.AddTensorView(LayerKey(l, "thresholds"), GgmlType::kF32, {n_levels},
                                        L.thresholds.data(), n_levels * sizeof(float)));
-    w.SetArrayU32(LayerKey(l, "bundle_types"),
-                  {static_cast<uint32_t>(L.layout.up_type), static_cast<uint32_t>(L.layout.gate_type),
-                   static_cast<uint32_t>(L.layout.down_type)});
+    w.SetArrayU32(LayerKey(l, "bundle_types"), {static_cast<uint32_t>(L.layout.up_type),
+                                                static_cast<uint32_t>(L.layout.gate_type),
+                                                static_cast<uint32_t>(L.layout.down_type)});
     KX_RETURN_IF_ERROR(w.AddTensorView(LayerKey(l, "bundles"), GgmlType::kI8,
                                        {static_cast<int64_t>(L.bundles.size())}, L.bundles.data(),
                                        L.bundles.size()));
@@ -188,8 +189,8 @@ absl::Status WriteSidecar(const SidecarData& d, const std::string& path) {
       const int64_t r = L.pred_rank;
       KX_RETURN_IF_ERROR(w.AddTensorView(LayerKey(l, "pred.w1"), GgmlType::kF16, {d.n_embd, r},
                                          L.w1.data(), L.w1.size() * sizeof(uint16_t)));
-      KX_RETURN_IF_ERROR(w.AddTensorView(LayerKey(l, "pred.b1"), GgmlType::kF32, {r},
-                                         L.b1.data(), L.b1.size() * sizeof(float)));
+      KX_RETURN_IF_ERROR(w.AddTensorView(LayerKey(l, "pred.b1"), GgmlType::kF32, {r}, L.b1.data(),
+                                         L.b1.size() * sizeof(float)));
       KX_RETURN_IF_ERROR(w.AddTensorView(LayerKey(l, "pred.w2"), GgmlType::kF16, {n_ff, r},
                                          L.w2t.data(), L.w2t.size() * sizeof(uint16_t)));
       KX_RETURN_IF_ERROR(w.AddTensorView(LayerKey(l, "pred.b2"), GgmlType::kF32, {n_ff},
@@ -216,14 +217,15 @@ absl::StatusOr<std::unique_ptr<const Sidecar>> Sidecar::Open(const std::string& 
   const LlamaHParams& hp = model.hparams();
   const std::string hint = RebuildHint(path, model);
   auto bad = [&](std::string_view what) {
-    return absl::FailedPreconditionError(absl::StrCat("sidecar ", path, ": ", std::string(what), hint));
+    return absl::FailedPreconditionError(
+        absl::StrCat("sidecar ", path, ": ", std::string(what), hint));
   };
 
   if (!f.HasKey("kairox.version")) return bad("not a kairox sidecar (no kairox.version)");
   KX_ASSIGN_OR_RETURN(uint64_t version, f.GetUint("kairox.version"));
   if (version != kSidecarVersion) {
-    return bad(absl::StrCat("format version ", version, ", this kairox reads version ",
-                            kSidecarVersion));
+    return bad(
+        absl::StrCat("format version ", version, ", this kairox reads version ", kSidecarVersion));
   }
   // The metadata digest before any key is interpreted: a changed key (a
   // layout name, a bundle type, a threshold) would otherwise be read as
@@ -257,16 +259,17 @@ absl::StatusOr<std::unique_ptr<const Sidecar>> Sidecar::Open(const std::string& 
   KX_ASSIGN_OR_RETURN(uint64_t n_ff, f.GetUint("kairox.model.n_ff"));
   if (arch != hp.arch || n_layer != static_cast<uint64_t>(hp.n_layer) ||
       n_embd != static_cast<uint64_t>(hp.n_embd) || n_ff != static_cast<uint64_t>(hp.n_ff)) {
-    return bad(absl::StrCat("built for a ", std::string(arch), " model with ", n_layer, " layers, n_embd ",
-                            n_embd, ", n_ff ", n_ff, "; this model is ", hp.arch, " with ",
-                            hp.n_layer, " layers, n_embd ", hp.n_embd, ", n_ff ", hp.n_ff));
+    return bad(absl::StrCat("built for a ", std::string(arch), " model with ", n_layer,
+                            " layers, n_embd ", n_embd, ", n_ff ", n_ff, "; this model is ",
+                            hp.arch, " with ", hp.n_layer, " layers, n_embd ", hp.n_embd, ", n_ff ",
+                            hp.n_ff));
   }
   KX_ASSIGN_OR_RETURN(std::string_view sha, f.GetString("kairox.model.sha256"));
   if (options.check_model_sha256) {
     KX_ASSIGN_OR_RETURN(std::string model_sha, Sha256FileCached(model.path()));
     if (model_sha != sha) {
-      return bad(absl::StrCat("built for a model with sha256 ", std::string(sha), ", but ", model.path(),
-                              " has sha256 ", model_sha));
+      return bad(absl::StrCat("built for a model with sha256 ", std::string(sha), ", but ",
+                              model.path(), " has sha256 ", model_sha));
     }
   }
   KX_ASSIGN_OR_RETURN(double sparsity, f.GetFloat("kairox.sparsity"));
@@ -303,12 +306,12 @@ absl::StatusOr<std::unique_ptr<const Sidecar>> Sidecar::Open(const std::string& 
   }
   if (s->activation_rule_ != want_rule) {
     return bad(absl::StrCat("activation rule '", s->activation_rule_, "', but this model's FFN is ",
-                            std::string(FfnActivationName(hp.ffn_act)), " (rule '", want_rule, "')"));
+                            std::string(FfnActivationName(hp.ffn_act)), " (rule '", want_rule,
+                            "')"));
   }
   // The ReLU family's rule fixes every threshold: 0, or FATReLU's t.
   const bool rule_fixes_thresholds = IsReluFamily(hp.ffn_act);
-  const float rule_threshold =
-      hp.ffn_act == FfnActivation::kFatRelu ? hp.ffn_act_threshold : 0.0f;
+  const float rule_threshold = hp.ffn_act == FfnActivation::kFatRelu ? hp.ffn_act_threshold : 0.0f;
   if (f.HasKey("kairox.calibration")) {
     KX_ASSIGN_OR_RETURN(std::string_view calib, f.GetString("kairox.calibration"));
     s->calibration_ = std::string(calib);
@@ -345,13 +348,12 @@ absl::StatusOr<std::unique_ptr<const Sidecar>> Sidecar::Open(const std::string& 
       for (size_t i = 0; i < L.thresholds.size(); ++i) {
         const float v = L.thresholds[i];
         if (!(v >= 0.0f && v <= kMaxSidecarThreshold)) {
-          return bad(absl::StrCat(LayerKey(l, "thresholds"), "[", i, "] is ", v,
-                                  ", outside [0, ", kMaxSidecarThreshold, "]"));
+          return bad(absl::StrCat(LayerKey(l, "thresholds"), "[", i, "] is ", v, ", outside [0, ",
+                                  kMaxSidecarThreshold, "]"));
         }
         if (rule_fixes_thresholds && v != rule_threshold) {
-          return bad(absl::StrCat("layer ", l, ": threshold ", v, ", but the ",
-                                  s->activation_rule_, " rule of this model needs ",
-                                  rule_threshold));
+          return bad(absl::StrCat("layer ", l, ": threshold ", v, ", but the ", s->activation_rule_,
+                                  " rule of this model needs ", rule_threshold));
         }
       }
     }
@@ -421,7 +423,8 @@ absl::StatusOr<std::unique_ptr<const Sidecar>> Sidecar::Open(const std::string& 
       }
       auto thr = f.GetFloat(LayerKey(l, "pred.threshold"));
       if (!thr.ok()) return wrap(thr.status());
-      if (!(*thr > 0.0 && *thr < 1.0)) return bad(absl::StrCat("layer ", l, ": bad predictor threshold"));
+      if (!(*thr > 0.0 && *thr < 1.0))
+        return bad(absl::StrCat("layer ", l, ": bad predictor threshold"));
       L.has_predictor = true;
       L.predictor.n_in = hp.n_embd;
       L.predictor.rank = static_cast<int>(rank);
@@ -438,6 +441,17 @@ absl::StatusOr<std::unique_ptr<const Sidecar>> Sidecar::Open(const std::string& 
   }
   if (!s->verified_from_cache_) VerifiedCacheAdd(stamp, meta_hex);
   return std::unique_ptr<const Sidecar>(std::move(s));
+}
+
+std::vector<float> Sidecar::GroupFrequency() const {
+  if (layers_.empty()) return {};
+  const int n_groups = layers_[0].layout.n_groups;
+  std::vector<float> freq(layers_.size() * static_cast<size_t>(n_groups));
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    GroupMeanFrequency(layers_[l].freq, int64_t{n_groups} * group_size_, group_size_,
+                       &freq[l * n_groups]);
+  }
+  return freq;
 }
 
 absl::StatusOr<std::vector<float>> Sidecar::ThresholdsFor(float s) const {

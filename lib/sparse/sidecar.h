@@ -153,6 +153,8 @@ class Sidecar {
   uint64_t PredictorBytes() const;
   // Bytes of all bundles over all layers.
   uint64_t BundleBytes() const;
+  // Every layer's group frequencies (group_frequency.h), [layer][group].
+  std::vector<float> GroupFrequency() const;
   // True when Open skipped the per-layer hash pass because the
   // verified-sidecar cache already had this file (sidecar_verify.h).
   bool verified_from_cache() const { return verified_from_cache_; }

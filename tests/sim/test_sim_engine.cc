@@ -135,7 +135,7 @@ EngineRun RunEngine(const std::string& policy) {
     REQUIRE(d->WaitForLoads().ok());  // every load lands before its layer's next plan
   }
   out.plans = d->plan_records();
-  out.placement = kx::DeviceFfn::PlacementFrequency(sparse->sidecar());
+  out.placement = sparse->sidecar().GroupFrequency();
   out.slots = d->slots_per_layer();
   out.slot_bytes = kx::DeviceFfn::SlotBytes(sparse->sidecar());
   REQUIRE(sparse->CloseTrace().ok());
