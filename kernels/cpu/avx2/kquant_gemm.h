@@ -18,7 +18,12 @@ struct GemmVec {
   static constexpr int kRowVecs = 1;
   static constexpr int kCols = 4;
 
-  static I Dot(I acc, I w, I x) { return _mm256_add_epi32(acc, _mm256_madd_epi16(w, x)); }
+  // The empty asm keeps each sum a running sum (avx512/kquant_gemm.h says why).
+  static I Dot(I acc, I w, I x) {
+    I r = _mm256_add_epi32(acc, _mm256_madd_epi16(w, x));
+    asm("" : "+x"(r));
+    return r;
+  }
   static I Bcast32(const uint8_t* p) {
     int32_t v;
     std::memcpy(&v, p, sizeof v);
