@@ -75,6 +75,7 @@ struct Q4KLayout {  // d, dmin, scales[12], qs[128]: q = nibble (chunks of 64: l
   static constexpr GgmlType kType = GgmlType::kQ4_K;
   static constexpr size_t kBlockBytes = 144;
   static constexpr bool kHasMin = true;
+  static constexpr int kMaxScaledQ = 63 * 15;  // largest |sc·q|: 6-bit scales, 4-bit q
   static constexpr size_t kQs = 16;
   static void Header(const uint8_t* p, KHeader* h) {
     h->d = HalfToFloat(LoadU16(p));
@@ -92,6 +93,7 @@ struct Q5KLayout {  // d, dmin, scales[12], qh[32], qs[128]: q = Q4_K's | (qh[l]
   static constexpr GgmlType kType = GgmlType::kQ5_K;
   static constexpr size_t kBlockBytes = 176;
   static constexpr bool kHasMin = true;
+  static constexpr int kMaxScaledQ = 63 * 31;
   static constexpr size_t kQh = 16;
   static constexpr size_t kQs = 48;
   static void Header(const uint8_t* p, KHeader* h) { Q4KLayout::Header(p, h); }
@@ -111,6 +113,7 @@ struct Q6KLayout {
   static constexpr GgmlType kType = GgmlType::kQ6_K;
   static constexpr size_t kBlockBytes = 210;
   static constexpr bool kHasMin = false;
+  static constexpr int kMaxScaledQ = 128 * 32;  // int8 scales, q − 32 in −32..31
   static constexpr size_t kQl = 0;
   static constexpr size_t kQh = 128;
   static constexpr size_t kScales = 192;
@@ -141,6 +144,7 @@ struct Q3KLayout {
   static constexpr GgmlType kType = GgmlType::kQ3_K;
   static constexpr size_t kBlockBytes = 110;
   static constexpr bool kHasMin = false;
+  static constexpr int kMaxScaledQ = 32 * 4;
   static constexpr size_t kHmask = 0;
   static constexpr size_t kQs = 32;
   static constexpr size_t kScales = 96;
@@ -172,6 +176,7 @@ struct Q2KLayout {
   static constexpr GgmlType kType = GgmlType::kQ2_K;
   static constexpr size_t kBlockBytes = 84;
   static constexpr bool kHasMin = true;
+  static constexpr int kMaxScaledQ = 15 * 3;
   static constexpr size_t kScales = 0;
   static constexpr size_t kQs = 16;
   static constexpr size_t kD = 80;

@@ -1,15 +1,33 @@
 // AVX-512 K-quant kernels: Q4_K and Q6_K in lane order (kquant_lanes.h; their
 // VNNI versions in kquants_vnni.cc), the others per block (kquant_tiles.h),
-// which the VNNI table takes too.
+// which the VNNI table takes too. Matmul on kGemmMinCols columns or more:
+// kquant_gemm.h (Q2_K's mins per 16 elements keep it on its tiles).
+#include "kernels/cpu/avx512/kquant_gemm.h"
 #include "kernels/cpu/avx512/kquant_lanes.h"
 #include "kernels/cpu/avx512/kquant_tiles.h"
 
 namespace kx::cpu::avx512 {
+namespace {
 
-const TypeKernels kQ4_K = KLaneEntry<Q4KLanes, false>::Make(&ref::DequantizeQ4_K);
-const TypeKernels kQ5_K = KQuantEntry<Q5KLayout, simd::Q5KDecode>::Make(&ref::DequantizeQ5_K);
-const TypeKernels kQ6_K = KLaneEntry<Q6KLanes, false>::Make(&ref::DequantizeQ6_K);
-const TypeKernels kQ3_K = KQuantEntry<Q3KLayout, simd::Q3KDecode>::Make(&ref::DequantizeQ3_K);
+using Q4KSmall = KLaneEntry<Q4KLanes, false>;
+using Q6KSmall = KLaneEntry<Q6KLanes, false>;
+using Q5KSmall = KQuantEntry<Q5KLayout, simd::Q5KDecode>;
+using Q3KSmall = KQuantEntry<Q3KLayout, simd::Q3KDecode>;
+
+}  // namespace
+
+const TypeKernels kQ4_K =
+    WithMatmul(Q4KSmall::Make(&ref::DequantizeQ4_K),
+               &KGemmEntry<Q4KSmall, KGemm512<Q4KLayout, simd::Q4KDecode, false>>::Matmul);
+const TypeKernels kQ5_K =
+    WithMatmul(Q5KSmall::Make(&ref::DequantizeQ5_K),
+               &KGemmEntry<Q5KSmall, KGemm512<Q5KLayout, simd::Q5KDecode, false>>::Matmul);
+const TypeKernels kQ6_K =
+    WithMatmul(Q6KSmall::Make(&ref::DequantizeQ6_K),
+               &KGemmEntry<Q6KSmall, KGemm512<Q6KLayout, simd::Q6KDecode, false>>::Matmul);
+const TypeKernels kQ3_K =
+    WithMatmul(Q3KSmall::Make(&ref::DequantizeQ3_K),
+               &KGemmEntry<Q3KSmall, KGemm512<Q3KLayout, simd::Q3KDecode, false>>::Matmul);
 const TypeKernels kQ2_K = KQuantEntry<Q2KLayout, simd::Q2KDecode>::Make(&ref::DequantizeQ2_K);
 
 }  // namespace kx::cpu::avx512

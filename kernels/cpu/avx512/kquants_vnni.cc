@@ -1,9 +1,22 @@
-// AVX-512 VNNI Q4_K and Q6_K kernels (vpdpwssd); see kquant_lanes.h.
+// AVX-512 VNNI Q4_K and Q6_K kernels (vpdpwssd): matvec and small matmuls in
+// lane order (kquant_lanes.h), matmul on kGemmMinCols columns or more
+// through kquant_gemm.h.
+#include "kernels/cpu/avx512/kquant_gemm.h"
 #include "kernels/cpu/avx512/kquant_lanes.h"
 
 namespace kx::cpu::avx512 {
+namespace {
 
-const TypeKernels kQ4_KVnni = KLaneEntry<Q4KLanes, true>::Make(&ref::DequantizeQ4_K);
-const TypeKernels kQ6_KVnni = KLaneEntry<Q6KLanes, true>::Make(&ref::DequantizeQ6_K);
+using Q4KSmall = KLaneEntry<Q4KLanes, true>;
+using Q6KSmall = KLaneEntry<Q6KLanes, true>;
+
+}  // namespace
+
+const TypeKernels kQ4_KVnni =
+    WithMatmul(Q4KSmall::Make(&ref::DequantizeQ4_K),
+               &KGemmEntry<Q4KSmall, KGemm512<Q4KLayout, simd::Q4KDecode, true>>::Matmul);
+const TypeKernels kQ6_KVnni =
+    WithMatmul(Q6KSmall::Make(&ref::DequantizeQ6_K),
+               &KGemmEntry<Q6KSmall, KGemm512<Q6KLayout, simd::Q6KDecode, true>>::Matmul);
 
 }  // namespace kx::cpu::avx512
