@@ -202,7 +202,7 @@ absl::Status GgufWriter::AddTensor(std::string_view name, GgmlType type,
                                    const std::vector<int64_t>& ne, const void* data,
                                    uint64_t bytes) {
   KX_RETURN_IF_ERROR(CheckTensor(name, type, ne, bytes));
-  Tensor t{std::string(name), type, ne, {}, nullptr, bytes};
+  Tensor t{std::string(name), type, ne, {}, nullptr, bytes, nullptr};
   const auto* p = static_cast<const uint8_t*>(data);
   t.owned.assign(p, p + bytes);
   t.data = t.owned.data();  // the heap buffer survives moves of `t`
@@ -215,7 +215,25 @@ absl::Status GgufWriter::AddTensorView(std::string_view name, GgmlType type,
                                        uint64_t bytes) {
   KX_RETURN_IF_ERROR(CheckTensor(name, type, ne, bytes));
   tensors_.push_back(
-      Tensor{std::string(name), type, ne, {}, static_cast<const uint8_t*>(data), bytes});
+      Tensor{std::string(name), type, ne, {}, static_cast<const uint8_t*>(data), bytes, nullptr});
+  return absl::OkStatus();
+}
+
+absl::Status GgufWriter::AddTensorProduced(std::string_view name, GgmlType type,
+                                           const std::vector<int64_t>& ne, Producer produce) {
+  // The bytes the shape needs; a shape CheckTensor refuses gets its message.
+  const TypeInfo* info = FindTypeInfo(static_cast<uint32_t>(type));
+  int64_t n = 1;
+  bool shape_ok = info != nullptr && !ne.empty() && ne.size() <= kGgufMaxDims;
+  for (int64_t d : ne) shape_ok = shape_ok && d > 0 && !__builtin_mul_overflow(n, d, &n);
+  if (!shape_ok || ne[0] % info->block_size != 0) return CheckTensor(name, type, ne, 0);
+  KX_ASSIGN_OR_RETURN(uint64_t bytes, TypeBytes(type, n));
+  KX_RETURN_IF_ERROR(CheckTensor(name, type, ne, bytes));
+  if (!produce) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", std::string(name), "' has no producer"));
+  }
+  tensors_.push_back(Tensor{std::string(name), type, ne, {}, nullptr, bytes, std::move(produce)});
   return absl::OkStatus();
 }
 
@@ -255,8 +273,15 @@ absl::Status GgufWriter::Emit(Sink sink, void* ctx) const {
   }
   KX_RETURN_IF_ERROR(sink(ctx, head.data(), head.size()));
   KX_RETURN_IF_ERROR(Pad(sink, ctx, AlignUp(head.size(), align) - head.size()));
+  std::vector<uint8_t> produced;  // one produced tensor at a time
   for (const Tensor& t : tensors_) {
-    KX_RETURN_IF_ERROR(sink(ctx, t.data, t.bytes));
+    const uint8_t* data = t.data;
+    if (t.produce) {
+      produced.assign(t.bytes, 0);
+      KX_RETURN_IF_ERROR(t.produce(produced.data(), t.bytes));
+      data = produced.data();
+    }
+    KX_RETURN_IF_ERROR(sink(ctx, data, t.bytes));
     KX_RETURN_IF_ERROR(Pad(sink, ctx, AlignUp(t.bytes, align) - t.bytes));
   }
   return absl::OkStatus();

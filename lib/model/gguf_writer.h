@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -72,6 +73,15 @@ class GgufWriter {
   absl::Status AddTensorView(std::string_view name, GgmlType type, const std::vector<int64_t>& ne,
                              const void* data, uint64_t bytes);
 
+  // Fills a tensor's bytes when the file is written (dst holds exactly the
+  // tensor's bytes). A failure aborts the write with that status.
+  using Producer = std::function<absl::Status(uint8_t* dst, uint64_t bytes)>;
+  // A tensor whose bytes are made while the file is written, one tensor at a
+  // time: writing a file of these holds only its largest tensor in memory
+  // (kairox-synth writes 4-8 GB models this way). Same checks as AddTensor.
+  absl::Status AddTensorProduced(std::string_view name, GgmlType type,
+                                 const std::vector<int64_t>& ne, Producer produce);
+
   size_t num_kv() const { return kvs_.size(); }
   // The metadata in the order it is written (a digest over it, as the
   // sidecar's kairox.sha256.meta; GgufFile::RawValueAt reads the same bytes).
@@ -105,8 +115,9 @@ class GgufWriter {
     GgmlType type;
     std::vector<int64_t> ne;
     std::vector<uint8_t> owned;  // empty for views
-    const uint8_t* data;
+    const uint8_t* data;         // null for produced tensors
     uint64_t bytes;
+    Producer produce;  // set for produced tensors
   };
   // Receives the file's bytes in order.
   using Sink = absl::Status (*)(void* ctx, const uint8_t* src, uint64_t n);

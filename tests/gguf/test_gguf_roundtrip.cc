@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <random>
 
@@ -300,6 +301,47 @@ TEST_CASE("tensors of several types and alignments round-trip", "[gguf]") {
     CHECK_THAT(info, Catch::Contains("[96, 5]"));
     CHECK_THAT(info, Catch::Contains("6 tensors"));
   }
+}
+
+TEST_CASE("produced tensors are written in order, the same bytes as copied ones", "[gguf]") {
+  auto rng = test::SeededRng(1717);
+  const std::vector<uint8_t> a = RandomTensorBytes(rng, GgmlType::kQ8_0, 64 * 3);
+  const std::vector<uint8_t> b = RandomTensorBytes(rng, GgmlType::kQ4_0, 32 * 5);
+  GgufWriter copied, produced;
+  for (GgufWriter* w : {&copied, &produced}) w->SetString("general.architecture", "llama");
+  REQUIRE(copied.AddTensor("a", GgmlType::kQ8_0, {64, 3}, a.data(), a.size()).ok());
+  REQUIRE(copied.AddTensor("b", GgmlType::kQ4_0, {32, 5}, b.data(), b.size()).ok());
+  std::vector<std::string> calls;
+  auto from = [&calls](const std::string& name, const std::vector<uint8_t>& src) {
+    return [&calls, name, &src](uint8_t* dst, uint64_t bytes) {
+      calls.push_back(name);
+      if (bytes != src.size()) return absl::InternalError("wrong size");
+      std::memcpy(dst, src.data(), bytes);
+      return absl::OkStatus();
+    };
+  };
+  REQUIRE(produced.AddTensorProduced("a", GgmlType::kQ8_0, {64, 3}, from("a", a)).ok());
+  REQUIRE(produced.AddTensorProduced("b", GgmlType::kQ4_0, {32, 5}, from("b", b)).ok());
+  auto want = copied.WriteToBuffer();
+  auto got = produced.WriteToBuffer();
+  REQUIRE(want.ok());
+  REQUIRE(got.ok());
+  CHECK(*got == *want);
+  CHECK(calls == std::vector<std::string>{"a", "b"});
+  // The producer's error aborts the write; bad shapes are refused up front.
+  REQUIRE(produced
+              .AddTensorProduced("c", GgmlType::kF32, {4},
+                                 [](uint8_t*, uint64_t) { return absl::DataLossError("boom"); })
+              .ok());
+  auto failed = produced.WriteToBuffer();
+  REQUIRE_FALSE(failed.ok());
+  CHECK_THAT(std::string(failed.status().message()), Catch::Contains("boom"));
+  auto noop = [](uint8_t*, uint64_t) { return absl::OkStatus(); };
+  CHECK_FALSE(produced.AddTensorProduced("d", GgmlType::kQ4_0, {16, 2}, noop).ok());
+  CHECK_FALSE(produced.AddTensorProduced("e", GgmlType::kF32, {}, noop).ok());
+  CHECK_FALSE(produced.AddTensorProduced("f", GgmlType::kF32, {0}, noop).ok());
+  CHECK(absl::IsAlreadyExists(produced.AddTensorProduced("a", GgmlType::kF32, {4}, noop)));
+  CHECK_FALSE(produced.AddTensorProduced("g", GgmlType::kF32, {4}, nullptr).ok());
 }
 
 TEST_CASE("writer rejects inconsistent tensors", "[gguf]") {
