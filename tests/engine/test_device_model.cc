@@ -35,10 +35,18 @@ std::string Gemma3Path() {
   return kx::test::EnvOr("KAIROX_GEMMA3_MODEL", fallback);
 }
 
+// Prefill batches of 4 tokens on both sides: the device computes its layers' attention block
+// token by token (matvec), and the CPU's K-quant prefill matmul of 8 or more columns
+// (kernels/cpu/kquant_gemm.h) sums in another order than matvec, while fewer columns take the
+// tiles that equal matvec bit for bit. Batches of 4 still send the device layers several
+// tokens at once.
+constexpr int kBatch = 4;
+
 kx::EngineOptions Options(const std::string& device) {
   kx::EngineOptions o;
   o.n_threads = 2;
   o.n_ctx = kCtx;
+  o.n_batch = kBatch;
   o.device = device;
   return o;
 }
