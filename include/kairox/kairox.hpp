@@ -376,13 +376,7 @@ class Session {
                           const std::function<bool(std::string_view)>& on_text = {},
                           Sampler* sampler = nullptr) {
     std::vector<const char*> stops;
-    for (const std::string& s : params.stop) stops.push_back(s.c_str());
-    kx_generate_params gp;
-    detail::Check(kx_generate_params_init(&gp, sizeof(gp)));
-    gp.max_tokens = params.max_tokens;
-    gp.stop_strings = stops.empty() ? nullptr : stops.data();
-    gp.n_stop_strings = static_cast<uint32_t>(stops.size());
-    gp.abort_flag = params.abort_flag;
+    kx_generate_params gp = CParams(params, &stops);
     GenerateResult out;
     Thunk thunk{&on_text, &out.text, nullptr};
     gp.on_token = &Thunk::Call;
@@ -414,13 +408,7 @@ class Session {
     msgs.reserve(messages.size());
     for (const ChatMessage& m : messages) msgs.push_back({m.role.c_str(), m.content.c_str()});
     std::vector<const char*> stops;
-    for (const std::string& s : params.stop) stops.push_back(s.c_str());
-    kx_generate_params gp;
-    detail::Check(kx_generate_params_init(&gp, sizeof(gp)));
-    gp.max_tokens = params.max_tokens;
-    gp.stop_strings = stops.empty() ? nullptr : stops.data();
-    gp.n_stop_strings = static_cast<uint32_t>(stops.size());
-    gp.abort_flag = params.abort_flag;
+    kx_generate_params gp = CParams(params, &stops);
     ChatResult out;
     Thunk thunk{&on_text, &out.text, nullptr};
     gp.on_token = &Thunk::Call;
@@ -443,6 +431,19 @@ class Session {
   kx_session* get() const { return session_.get(); }
 
  private:
+  // The C call's parameters for `params`; *stops holds the stop strings' pointers they use.
+  static kx_generate_params CParams(const GenerateParams& params,
+                                    std::vector<const char*>* stops) {
+    for (const std::string& s : params.stop) stops->push_back(s.c_str());
+    kx_generate_params gp;
+    detail::Check(kx_generate_params_init(&gp, sizeof(gp)));
+    gp.max_tokens = params.max_tokens;
+    gp.stop_strings = stops->empty() ? nullptr : stops->data();
+    gp.n_stop_strings = static_cast<uint32_t>(stops->size());
+    gp.abort_flag = params.abort_flag;
+    return gp;
+  }
+
   struct Thunk {
     const std::function<bool(std::string_view)>* fn;
     std::string* text;
