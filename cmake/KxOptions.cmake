@@ -2,6 +2,10 @@
 option(KX_BUILD_TESTS "Build the test suite" ON)
 option(KX_WERROR "Treat warnings as errors in kairox's own targets" ON)
 option(KX_FUZZ "Build libFuzzer targets (needs clang)" OFF)
+# OFF: the benchmark-only programs (kernel, grouping, predictor, graph and I/O micro-benchmarks,
+# kairox-sim, kairox-synth) leave the default target; a test that needs one still builds it.
+# The ASan preset sets it: those programs have no test that runs them under the sanitizers.
+option(KX_BENCHMARK_PROGRAMS "Build the benchmark-only programs with the default target" ON)
 set(KX_CUDA "AUTO" CACHE STRING "Build the CUDA backend module: AUTO (when nvcc is found), ON, OFF")
 set_property(CACHE KX_CUDA PROPERTY STRINGS AUTO ON OFF)
 set(KX_SANITIZE "" CACHE STRING "Sanitizers for the library and tests: '', address;undefined, thread")
