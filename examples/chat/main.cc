@@ -22,6 +22,7 @@
 
 #include "chat/line_reader.h"
 #include "common/cli_app.h"
+#include "common/sampler_args.h"
 #include "common/sparse_args.h"
 #include "kairox/kairox.hpp"
 
@@ -249,18 +250,8 @@ int main(int argc, char** argv) {
   kx::cli::AddInt(app, "-c,--ctx-size", &sessp.n_ctx, 0, kx::cli::kMaxContext,
                   "context size (0: min(trained, 4096))");
   const std::string sampling = "sampling (the library's defaults, as in kairox-cli and the C ABI)";
-  kx::cli::AddInt(app, "-s,--seed", &seed, -1, INT64_MAX,
-                  "sampling seed (-1: a random one, shown at the start)")
-      ->group(sampling);
-  kx::cli::AddNumber(app, "--temp", &sp.temperature, "temperature (0: greedy)")->group(sampling);
-  kx::cli::AddInt(app, "--top-k", &sp.top_k, -1, INT32_MAX, "top-k (0: off)")->group(sampling);
-  kx::cli::AddNumber(app, "--top-p", &sp.top_p, "top-p (1: off)")->group(sampling);
-  kx::cli::AddNumber(app, "--min-p", &sp.min_p, "min-p (0: off)")->group(sampling);
-  kx::cli::AddNumber(app, "--repeat-penalty", &sp.repeat_penalty, "repetition penalty (1: off)")
-      ->group(sampling);
-  kx::cli::AddInt(app, "--repeat-last-n", &sp.repeat_last_n, -1, INT32_MAX,
-                  "tokens the penalty looks back over (-1: all)")
-      ->group(sampling);
+  kx::cli::AddSamplerOptions(app, &sp, &seed, sampling,
+                             "sampling seed (-1: a random one, shown at the start)");
   app.add_flag("--version", version, "print the version and exit");
   kx::cli::AddSparseOptions(app, &sessp);
   if (const int rc = kx::cli::Parse(app, argc, argv); rc != kx::cli::kContinue) return rc;

@@ -16,6 +16,7 @@
 #include "base/timer.h"
 #include "common/cli_app.h"
 #include "common/progress.h"
+#include "common/sampler_args.h"
 #include "common/sparse_args.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
@@ -35,8 +36,6 @@ constexpr const char* kDescription =
     "kairox-cli: continue a prompt with a model, or describe a GGUF file (--info). Only the\n"
     "generated text goes to stdout; logs and statistics go to stderr. For a conversation, use\n"
     "kairox-chat.";
-
-constexpr int64_t kInt32Max = INT32_MAX;
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "kairox-cli: error: %s\n", msg.c_str());
@@ -151,18 +150,8 @@ int main(int argc, char** argv) {
       ->check(kx::cli::OneOf({"f16", "q8_0"}))
       ->type_name("f16|q8_0");
   const std::string sampling = "sampling (the library's defaults, as in kairox-chat and the C ABI)";
-  kx::cli::AddInt(app, "-s,--seed", &seed, -1, INT64_MAX,
-                  "sampling seed (-1: a random one, printed with the statistics)")
-      ->group(sampling);
-  kx::cli::AddNumber(app, "--temp", &sp.temperature, "temperature (0: greedy)")->group(sampling);
-  kx::cli::AddInt(app, "--top-k", &sp.top_k, -1, kInt32Max, "top-k (0: off)")->group(sampling);
-  kx::cli::AddNumber(app, "--top-p", &sp.top_p, "top-p (1: off)")->group(sampling);
-  kx::cli::AddNumber(app, "--min-p", &sp.min_p, "min-p (0: off)")->group(sampling);
-  kx::cli::AddNumber(app, "--repeat-penalty", &sp.repeat_penalty, "repetition penalty (1: off)")
-      ->group(sampling);
-  kx::cli::AddInt(app, "--repeat-last-n", &sp.repeat_last_n, -1, kInt32Max,
-                  "tokens the penalty looks back over (-1: all)")
-      ->group(sampling);
+  kx::cli::AddSamplerOptions(app, &sp, &seed, sampling,
+                             "sampling seed (-1: a random one, printed with the statistics)");
   app.add_option("--logit-bias", logit_bias,
                  "add to token logits: comma-separated ID+BIAS / ID-BIAS entries, e.g. "
                  "15043+1.5,2-inf (-inf bans the token)")
