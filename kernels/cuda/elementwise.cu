@@ -24,7 +24,7 @@ constexpr float kGeluTanhScale = 0.7978845608028654f;
 constexpr float kGeluTanhCubic = 0.044715f;
 
 // Each op rounds every operation on its own (the _rn intrinsics are never contracted into
-// FMAs), in the CPU expression's order, so only expf/tanhf can differ from the CPU.
+// FMAs), in the CPU expression's order, so only expf can differ from the CPU.
 struct AddOp {
   static constexpr bool kBinary = true;
   __device__ float operator()(float a, float b) const { return __fadd_rn(a, b); }
@@ -46,9 +46,10 @@ struct SwigluOp {
 struct GegluOp {
   static constexpr bool kBinary = true;
   __device__ float operator()(float g, float up) const {
+    // g·σ(2y), as model/llama_ffn_activation.h GeluTanh evaluates it.
     const float cubic = __fmul_rn(__fmul_rn(__fmul_rn(kGeluTanhCubic, g), g), g);
-    const float t = tanhf(__fmul_rn(kGeluTanhScale, __fadd_rn(g, cubic)));
-    return __fmul_rn(__fmul_rn(__fmul_rn(0.5f, g), __fadd_rn(1.0f, t)), up);
+    const float y = __fmul_rn(kGeluTanhScale, __fadd_rn(g, cubic));
+    return __fmul_rn(g / __fadd_rn(1.0f, expf(__fmul_rn(-2.0f, y))), up);
   }
 };
 

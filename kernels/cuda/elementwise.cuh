@@ -4,14 +4,14 @@
  * All arrays are F32 device memory of n elements; dst may equal any input (in place), other
  * overlaps are not allowed; n = 0 is a no-op. Each result is rounded as the CPU engine's
  * expression is (no FMA contraction), so the only differences from the CPU are the device's
- * expf/tanhf (within 2 ulp, CUDA's documented bounds).
+ * expf (within 2 ulp, CUDA's documented bound).
  *   add     dst[i] = a[i] + b[i]                  the residual adds (forward.cc x += ffo),
  *                                                 and biases
  *   scale   dst[i] = src[i] · scale               Gemma's embedding scale √n_embd (EmbedStage)
  *   swiglu  dst[i] = gate[i] / (1 + expf(−gate[i])) · up[i]
  *                                                 SiLU(gate)·up (model/llama_ffn_activation.cc)
- *   geglu   dst[i] = 0.5·g·(1 + tanhf(√(2/π)·(g + 0.044715·g·g·g)))·up[i],  g = gate[i],
- *           evaluated left to right as written     GELU-tanh(gate)·up (Gemma)
+ *   geglu   dst[i] = g / (1 + expf(−2·√(2/π)·(g + 0.044715·g·g·g)))·up[i],  g = gate[i]
+ *           (= 0.5·g·(1 + tanh(…)), as the CPU evaluates it)  GELU-tanh(gate)·up (Gemma)
  * Memory-bound: add and the gated ops move 12·n bytes, scale 8·n; 16-byte loads when every
  * pointer is 16-byte aligned. */
 #ifndef KAIROX_KERNELS_CUDA_ELEMENTWISE_CUH_

@@ -119,7 +119,7 @@ __device__ float Activated(int32_t act, float t, float g, float u) {
     case KX_CUDA_FFN_ACT_SILU:
       return g / (1.0f + expf(-g));
     case KX_CUDA_FFN_ACT_GELU_TANH:
-      return 0.5f * g * (1.0f + tanhf(kGeluTanhScale * (g + kGeluTanhCubic * g * g * g)));
+      return g / (1.0f + expf(-2.0f * (kGeluTanhScale * (g + kGeluTanhCubic * g * g * g))));
     case KX_CUDA_FFN_ACT_RELU:
       return g > 0.0f ? g : 0.0f;
     case KX_CUDA_FFN_ACT_FATRELU:

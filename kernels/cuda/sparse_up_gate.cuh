@@ -9,7 +9,8 @@
  * up_row_bytes, gate_row_bytes and gate_offset()). For each listed group i < n_listed (its
  * bundle in slot slots[i]) and neuron j < GS:
  *   u = up_j·x,  g = gate_j·x                          (float sums over float x)
- *   A = act(g, u)        silu g/(1+e^-g); gelu_tanh 0.5·g·(1+tanh(√(2/π)(g+0.044715g³)));
+ *   A = act(g, u)        silu g/(1+e^-g); gelu_tanh g/(1+e^(-2y)), y = √(2/π)(g+0.044715g³)
+ *                        (= 0.5·g·(1+tanh y));
  *                        relu max(g,0); fatrelu g·[g > act_threshold]; drelu max(g,0)·[u > 0]
  *                        (model/llama_ffn_activation.h ActivatedValue)
  *   keep = predicted(i, j) and |A| > threshold           (CATS cut; predicted: bit j of

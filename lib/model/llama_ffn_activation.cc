@@ -51,11 +51,7 @@ void GatedFfnActivation(FfnActivation act, float threshold, float* gate, const f
       }
       return;
     case FfnActivation::kGeluTanh:
-      for (int64_t i = 0; i < n; ++i) {
-        const float g = gate[i];
-        const float t = std::tanh(kGeluTanhScale * (g + kGeluTanhCubic * g * g * g));
-        gate[i] = 0.5f * g * (1.0f + t) * up[i];
-      }
+      for (int64_t i = 0; i < n; ++i) gate[i] = GeluTanh(gate[i]) * up[i];
       return;
     case FfnActivation::kRelu:
       for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] > 0.0f ? gate[i] * up[i] : 0.0f;
@@ -78,11 +74,7 @@ void FfnActivationOnly(FfnActivation act, float threshold, float* gate, const fl
       for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i]));
       return;
     case FfnActivation::kGeluTanh:
-      for (int64_t i = 0; i < n; ++i) {
-        const float g = gate[i];
-        const float t = std::tanh(kGeluTanhScale * (g + kGeluTanhCubic * g * g * g));
-        gate[i] = 0.5f * g * (1.0f + t);
-      }
+      for (int64_t i = 0; i < n; ++i) gate[i] = GeluTanh(gate[i]);
       return;
     case FfnActivation::kRelu:
     case FfnActivation::kFatRelu:

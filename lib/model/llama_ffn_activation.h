@@ -6,7 +6,7 @@
 // The FFN computes h_n = A(g_n, u_n) · u_n with g = gate·x, u = up·x and the
 // "activated value" A, which is what FfnHook::OnActivations sees:
 //   silu       A = g·σ(g)                   (SwiGLU)
-//   gelu_tanh  A = gelu_tanh(g)             (GeGLU)
+//   gelu_tanh  A = gelu_tanh(g)             (GeGLU; as g·σ(2y), GeluTanh below)
 //   relu       A = max(g, 0)                (ReGLU)
 //   fatrelu    A = g·[g > t], t ≥ 0         (FATReLU; t = 0 is ReGLU)
 //   drelu      A = max(g, 0)·[u > 0]        (dReLU: relu(g)·relu(u) = A·u)
@@ -37,13 +37,23 @@ bool IsReluFamily(FfnActivation act);
 inline constexpr float kGeluTanhScale = 0.7978845608028654f;
 inline constexpr float kGeluTanhCubic = 0.044715f;
 
+// GELU-tanh, 0.5·g·(1 + tanh y) with y = √(2/π)·(g + 0.044715·g³), evaluated as g·σ(2y) =
+// g / (1 + e^(−2y)) (the same function: 0.5·(1 + tanh y) = σ(2y)). e^x costs a third of tanh
+// (glibc: ~7 vs ~26 ns an element here, and ffn_act was 17 % of Gemma 3's prefill), and the
+// error is the same (≤ 1.7e-7·|g| against a double reference on N(0, 2) inputs, the tanh form
+// 1.6e-7), without the tanh form's cancellation in 1 + t when t ≈ −1.
+inline float GeluTanh(float g) {
+  const float y = kGeluTanhScale * (g + kGeluTanhCubic * g * g * g);
+  return g / (1.0f + std::exp(-2.0f * y));
+}
+
 // A(g, u) for one neuron; `threshold` is FATReLU's t (ignored by the others).
 inline float ActivatedValue(FfnActivation act, float threshold, float g, float u) {
   switch (act) {
     case FfnActivation::kSilu:
       return g / (1.0f + std::exp(-g));
     case FfnActivation::kGeluTanh:
-      return 0.5f * g * (1.0f + std::tanh(kGeluTanhScale * (g + kGeluTanhCubic * g * g * g)));
+      return GeluTanh(g);
     case FfnActivation::kRelu:
       return g > 0.0f ? g : 0.0f;
     case FfnActivation::kFatRelu:
