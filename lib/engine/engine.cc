@@ -283,6 +283,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
   } else {
     impl->kv_row_bytes = static_cast<size_t>(impl->kv_dim) * sizeof(uint16_t);
   }
+  impl->kv_head_bytes = impl->kv_row_bytes / hp.n_head_kv;
   const size_t kv_bytes = static_cast<size_t>(hp.n_layer) * impl->n_ctx * impl->kv_row_bytes;
   if (absl::Status st = impl->ram->Reserve("KV cache", 2 * kv_bytes); !st.ok()) {
     return absl::ResourceExhaustedError(

@@ -224,25 +224,24 @@ void PlanAttention(Engine::Impl& m, int layer, int n, AttnPlan* plan) {
 void RunAttentionPart(const AttnPlan& a, int ith, int nth) {
   Engine::Impl& m = *a.m;
   const LlamaHParams& hp = m.hp;
-  const int hd = hp.head_dim, kvd = static_cast<int>(m.kv_dim), qd = hp.q_dim();
+  const int hd = hp.head_dim, qd = hp.q_dim();
   const int g = hp.n_head / hp.n_head_kv;
   const bool kv_q8 = m.kv_type == EngineOptions::KvType::kQ8_0;
-  const size_t kv_row_bytes = m.kv_row_bytes;
+  // Head-major cache (engine_impl.h): a KV head's keys are head_bytes apart.
+  const size_t head_bytes = m.kv_head_bytes;
   float* scratch = &m.scores[static_cast<size_t>(ith) * m.scores_per_thread];
-  // A query at position pos sees keys [first, pos]; a KV head's row starts at a whole Q8_0
-  // block, so its byte offset scales like the row.
+  // A query at position pos sees keys [first, pos] of its KV head's run.
   auto key0 = [&](int pos, int kvh, int* n_keys) {
     const int first = std::max(0, pos + 1 - a.window);
     *n_keys = pos + 1 - first;
-    return static_cast<size_t>(first) * kv_row_bytes +
-           static_cast<size_t>(kvh) * hd * kv_row_bytes / kvd;
+    return (static_cast<size_t>(kvh) * m.n_ctx + first) * head_bytes;
   };
   if (a.n_chunks > 0) {  // one token: a task per (KV head, chunk)
     for (int u = ith; u < hp.n_head_kv * a.n_chunks; u += nth) {
       const int kvh = u / a.n_chunks, c = u % a.n_chunks;
       int n_keys = 0;
       const size_t k0 = key0(a.n_past, kvh, &n_keys);
-      cpu::AttendChunk(*m.kernels, kv_q8, &m.q[kvh * g * hd], g, a.kc + k0, a.vc + k0, kv_row_bytes,
+      cpu::AttendChunk(*m.kernels, kv_q8, &m.q[kvh * g * hd], g, a.kc + k0, a.vc + k0, head_bytes,
                        n_keys, c, hd, hp.attn_scale, scratch,
                        &m.attn_parts[u * cpu::AttnPartFloats(g, hd)]);
     }
@@ -253,7 +252,7 @@ void RunAttentionPart(const AttnPlan& a, int ith, int nth) {
     int n_keys = 0;
     const size_t k0 = key0(a.n_past + b, kvh, &n_keys);
     cpu::AttendGroup(*m.kernels, kv_q8, &m.q[b * qd + kvh * g * hd], g, a.kc + k0, a.vc + k0,
-                     kv_row_bytes, n_keys, hd, hp.attn_scale, scratch,
+                     head_bytes, n_keys, hd, hp.attn_scale, scratch,
                      &m.attn[b * qd + kvh * g * hd]);
   }
 }
@@ -321,7 +320,7 @@ void RopeStage(Engine::Impl& m, int layer, int n) {
   const int half_rot = hp.n_rot / 2;
   const bool local = hp.IsLocalLayer(layer);
   const bool kv_q8 = m.kv_type == EngineOptions::KvType::kQ8_0;
-  const size_t kv_row_bytes = m.kv_row_bytes;
+  const size_t kv_row_bytes = m.kv_row_bytes, head_bytes = m.kv_head_bytes;
   uint8_t* kc = m.k_cache.data() + static_cast<size_t>(layer) * m.n_ctx * kv_row_bytes;
   uint8_t* vc = m.v_cache.data() + static_cast<size_t>(layer) * m.n_ctx * kv_row_bytes;
   const std::vector<float>& cos_table = local ? m.rope_cos_local : m.rope_cos;
@@ -336,17 +335,19 @@ void RopeStage(Engine::Impl& m, int layer, int n) {
       cpu::RopeHead(&m.k[b * kvd + h * hd], ct, st, hp.n_rot, hp.rope_style == RopeStyle::kNeox);
     }
     const size_t pos = static_cast<size_t>(m.n_past + b);
-    if (kv_q8) {
-      // Quantize-on-write; heads are whole blocks (head_dim % 32 == 0,
-      // checked at load), so each head's row is its own run of blocks.
-      const absl::Status ks =
-          cpu::QuantizeRow(GgmlType::kQ8_0, &m.k[b * kvd], kvd, kc + pos * kv_row_bytes);
-      const absl::Status vs =
-          cpu::QuantizeRow(GgmlType::kQ8_0, &m.v[b * kvd], kvd, vc + pos * kv_row_bytes);
-      KX_CHECK_MSG(ks.ok() && vs.ok(), "Q8_0 KV quantization failed");
-    } else {
-      m.kernels->vec.f32_to_f16(&m.k[b * kvd], KvF16(kc + pos * kv_row_bytes), kvd);
-      m.kernels->vec.f32_to_f16(&m.v[b * kvd], KvF16(vc + pos * kv_row_bytes), kvd);
+    for (int h = 0; h < hp.n_head_kv; ++h) {  // head-major: head h's run, row pos
+      const size_t at = (static_cast<size_t>(h) * m.n_ctx + pos) * head_bytes;
+      const float* kh = &m.k[b * kvd + h * hd];
+      const float* vh = &m.v[b * kvd + h * hd];
+      if (kv_q8) {
+        // Quantize-on-write; heads are whole blocks (head_dim % 32 == 0, checked at load).
+        const absl::Status ks = cpu::QuantizeRow(GgmlType::kQ8_0, kh, hd, kc + at);
+        const absl::Status vs = cpu::QuantizeRow(GgmlType::kQ8_0, vh, hd, vc + at);
+        KX_CHECK_MSG(ks.ok() && vs.ok(), "Q8_0 KV quantization failed");
+      } else {
+        m.kernels->vec.f32_to_f16(kh, KvF16(kc + at), hd);
+        m.kernels->vec.f32_to_f16(vh, KvF16(vc + at), hd);
+      }
     }
   }
 }
