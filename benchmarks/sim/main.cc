@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
   double cpu_gb_per_s = kDefaultCpuGbPerS, launch_us = kDefaultLaunchUs;
   double non_ffn_us = -1, per_token_us = -1, lambda = kx::policy::PolicyOptions{}.lambda;
   int64_t neuron_bytes = 0, first_step = 0, steps = 0, group_size = 0;
-  bool csv = false, json = false, no_sidecar = false, lookahead = false;
+  bool csv = false, json = false, no_sidecar = false, lookahead = false, evict_needed = false;
   app.add_option("trace,-t,--trace", trace_path, "activity trace (.kxtr) to replay")
       ->required()
       ->type_name("PATH");
@@ -117,6 +117,9 @@ int main(int argc, char** argv) {
                  "or actual (the neurons that fired: an oracle predictor)")
       ->check(kx::cli::OneOf({"predicted", "actual"}))
       ->type_name("predicted|actual");
+  app.add_flag("--evict-needed", evict_needed,
+               "tam*/topk may evict residents needed in the step (Algorithm 1 literally; not "
+               "the engine's contract): swaps a weak needed group for a stronger absent one");
   app.add_option("--plan-log", plan_log,
                  "CSV of every plan (profile, policy, budget, step, layer, loads, evictions, "
                  "lambda, io_wait_us, cpu_us): Fig. 11's λ and reloads per step")
@@ -207,6 +210,7 @@ int main(int argc, char** argv) {
         kx::sim::SimConfig config;
         config.policy = name;
         config.options.lambda = lambda;
+        config.options.evict_needed = evict_needed;
         config.budget = budget;
         config.lookahead = lookahead;
         if (placement == "sidecar") config.placement_frequency = shape.group_frequency;
@@ -234,6 +238,7 @@ int main(int argc, char** argv) {
                                  {"trace_group_size", t.trace_group_size},
                                  {"plan_with", plan_with},
                                  {"lookahead", lookahead},
+                                 {"evict_needed", evict_needed},
                                  {"groups_per_layer", t.n_groups},
                                  {"model", model_path},
                                  {"sidecar", shape.sidecar_path},

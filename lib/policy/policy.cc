@@ -61,7 +61,7 @@ absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(std::string_view name,
   if (name == "static") return internal::NewStaticPolicy();
   if (name == "lru") return internal::NewRecencyPolicy(/*frequency_keyed=*/false);
   if (name == "lfu") return internal::NewRecencyPolicy(/*frequency_keyed=*/true);
-  if (name == "topk") return internal::NewTopKPolicy();
+  if (name == "topk") return internal::NewTopKPolicy(options);
   const bool tam_family =
       name == "tam" || name == "tam-t" || name == "tam-adaptive" || name == "tam-t-adaptive";
   if (tam_family) {

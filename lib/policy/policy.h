@@ -133,6 +133,12 @@ struct PolicyOptions {
   // Leave false when misses are computed where they live (GPU ⇄ CPU), where
   // every admission is a transfer the filter exists to avoid.
   bool admit_needed = false;
+  // TAM and topk: residents needed in this step may be evicted too (lowest score or intensity
+  // first), as Algorithm 1's C_t \ C_{t+1} does. It breaks the plan contract (CheckPlan
+  // fails) and is meant for kairox-sim only: where the slow side computes a miss (GPU ⇄ CPU)
+  // and the plan runs one layer ahead, swapping a weak needed resident for a strong absent
+  // group can pay; the engine never sets it.
+  bool evict_needed = false;
   // TAM/LFU: scores start at the calibration frequency (its long-run mean)
   // rather than 0, so placed groups are not displaced by the first candidates.
   bool warm_start_scores = true;

@@ -12,7 +12,8 @@
 //   Victims are evictable residents not needed in this step, lowest intensity in the layer's
 //   previous step first (the only ranking Top-K keeps), then by group id;
 // - a needed resident outside the top K is never evicted (it is about to be read), so some
-//   loads of the top K may find no slot; they wait for a later step.
+//   loads of the top K may find no slot; they wait for a later step. With
+//   PolicyOptions::evict_needed (the simulator's bound) it is, least intense first.
 #include <algorithm>
 
 #include "policy/policy_internal.h"
@@ -22,6 +23,7 @@ namespace {
 
 class TopKPolicy final : public Policy {
  public:
+  explicit TopKPolicy(bool evict_needed) : evict_needed_(evict_needed) {}
   std::string_view name() const override { return "topk"; }
 
   void Place(const PlacementStats& s, const Residency& r,
@@ -58,11 +60,17 @@ class TopKPolicy final : public Policy {
     };
     const size_t k = std::min(needed_.size(), static_cast<size_t>(r.capacity(layer)));
     std::partial_sort(needed_.begin(), needed_.begin() + k, needed_.end(), by_rank);
+    if (evict_needed_) {  // needed residents outside the top K may go too (simulator only)
+      for (size_t i = k; i < needed_.size(); ++i)
+        if (r.CanEvict(layer, needed_[i])) victims_.push_back(needed_[i]);
+    }
     int free_slots = r.free_count(layer);
     const size_t victims_needed = std::min(victims_.size(), k);
-    std::partial_sort(
-        victims_.begin(), victims_.begin() + victims_needed, victims_.end(),
-        [last](int x, int y) { return last[x] != last[y] ? last[x] < last[y] : x < y; });
+    std::partial_sort(victims_.begin(), victims_.begin() + victims_needed, victims_.end(),
+                      [&](int x, int y) {
+                        if (a_[x] != a_[y]) return a_[x] < a_[y];
+                        return last[x] != last[y] ? last[x] < last[y] : x < y;
+                      });
     size_t next_victim = 0;
     for (size_t i = 0; i < k; ++i) {
       const int g = needed_[i];
@@ -90,6 +98,7 @@ class TopKPolicy final : public Policy {
     victims_.reserve(n_groups);
   }
 
+  const bool evict_needed_;
   int n_layer_ = -1;
   int n_groups_ = -1;
   uint64_t bundle_bytes_ = 0;
@@ -101,6 +110,8 @@ class TopKPolicy final : public Policy {
 
 }  // namespace
 
-std::unique_ptr<Policy> NewTopKPolicy() { return std::make_unique<TopKPolicy>(); }
+std::unique_ptr<Policy> NewTopKPolicy(const PolicyOptions& options) {
+  return std::make_unique<TopKPolicy>(options.evict_needed);
+}
 
 }  // namespace kx::policy::internal

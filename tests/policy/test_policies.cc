@@ -351,6 +351,40 @@ TEST_CASE("Top-K evicts the resident that was least intense in the last step", "
   CHECK(lru.Step(0, Active(kGroups, {3})).evict == std::vector<int32_t>{0});
 }
 
+TEST_CASE("evict_needed: Top-K and TAM swap a weak needed resident for a strong miss",
+          "[policy][topk][tam]") {
+  constexpr int kGroups = 4;
+  const auto s = Stats(1, kGroups, {0.9f, 0.8f, 0.0f, 0.0f});
+  const std::vector<float> a = {0.125f, 0.25f, 1.0f, 0.0f};  // 0, 1 resident and needed
+  Driver plain(Make("topk"), s, 2);
+  CHECK(plain.Step(0, a).load.empty());  // no victim under the contract
+  PolicyOptions o;
+  o.evict_needed = true;
+  auto topk = Make("topk", o);
+  Residency r(1, kGroups, 2);
+  std::vector<std::pair<int, int>> loads;
+  topk->Place(s, r, &loads);
+  ApplyLoadsNow(loads, r);
+  Plan p;
+  topk->PlanLayer(0, a.data(), {}, {}, r, &p);
+  CHECK(p.load == std::vector<int32_t>{2});
+  CHECK(p.evict == std::vector<int32_t>{0});  // the least intense of the two
+  CHECK_FALSE(CheckPlan(0, p, r, a.data()).ok());  // outside the engine's contract, knowingly
+  // TAM from cold scores (no warm start): 2 passes τ after two steps at 1.0 and beats the
+  // residents' scores, which are 0.125- and 0.25-driven.
+  o.warm_start_scores = false;
+  auto tam = Make("tam", o);
+  Residency rt(1, kGroups, 2);
+  loads.clear();
+  tam->Place(s, rt, &loads);
+  ApplyLoadsNow(loads, rt);
+  tam->PlanLayer(0, a.data(), {}, {}, rt, &p);
+  CHECK(p.load.empty());  // S = 0.2 = 1 − λ: not above τ
+  tam->PlanLayer(0, a.data(), {}, {}, rt, &p);
+  CHECK(p.load == std::vector<int32_t>{2});
+  CHECK(p.evict == std::vector<int32_t>{0});
+}
+
 TEST_CASE("static never moves", "[policy]") {
   auto rng = test::SeededRng(77);
   constexpr int kLayers = 2, kGroups = 32;
