@@ -368,7 +368,7 @@ TEST_CASE("evict_needed: Top-K and TAM swap a weak needed resident for a strong 
   Plan p;
   topk->PlanLayer(0, a.data(), {}, {}, r, &p);
   CHECK(p.load == std::vector<int32_t>{2});
-  CHECK(p.evict == std::vector<int32_t>{0});  // the least intense of the two
+  CHECK(p.evict == std::vector<int32_t>{0});       // the least intense of the two
   CHECK_FALSE(CheckPlan(0, p, r, a.data()).ok());  // outside the engine's contract, knowingly
   // TAM from cold scores (no warm start): 2 passes τ after two steps at 1.0 and beats the
   // residents' scores, which are 0.125- and 0.25-driven.
