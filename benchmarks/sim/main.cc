@@ -30,6 +30,8 @@ constexpr double kDefaultCpuGbPerS = 37.0;
 constexpr double kMicro = 1e-6;
 constexpr double kDefaultLaunchUs = 5.0;  // kx::sim::kDefaultLaunchSeconds in µs
 constexpr double kPercent = 100.0;
+// Counts per group are 16-bit; a group this wide is one bundle of a whole layer already.
+constexpr int64_t kMaxGroupSize = 32768;
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "kairox-sim: error: %s\n", msg.c_str());
@@ -61,11 +63,12 @@ int main(int argc, char** argv) {
   CLI::App app(kDescription, "kairox-sim");
   kx::cli::SetUp(app);
   std::string trace_path, profiles = "rtx4090-pcie4", policies, budgets = "10,30,50,70,90";
-  std::string model_path, sidecar_path, placement = "trace";
+  std::string model_path, sidecar_path, placement = "trace", plan_with = "predicted";
+  std::string plan_log;
   double cpu_gb_per_s = kDefaultCpuGbPerS, launch_us = kDefaultLaunchUs;
   double non_ffn_us = -1, per_token_us = -1, lambda = kx::policy::PolicyOptions{}.lambda;
-  int64_t neuron_bytes = 0, first_step = 0, steps = 0;
-  bool csv = false, json = false, no_sidecar = false;
+  int64_t neuron_bytes = 0, first_step = 0, steps = 0, group_size = 0;
+  bool csv = false, json = false, no_sidecar = false, lookahead = false, evict_needed = false;
   app.add_option("trace,-t,--trace", trace_path, "activity trace (.kxtr) to replay")
       ->required()
       ->type_name("PATH");
@@ -104,7 +107,26 @@ int main(int argc, char** argv) {
   kx::cli::AddInt(app, "--first-step", &first_step, 0, UINT32_MAX,
                   "replay from this trace step (the prompt's tokens come first)");
   kx::cli::AddInt(app, "--steps", &steps, 0, UINT32_MAX, "replay at most this many steps (0: all)");
-  kx::cli::AddNumber(app, "--lambda", &lambda, "TAM's λ (the adaptive policies' start)");
+  kx::cli::AddNumber(app, "--lambda", &lambda,
+                     "TAM's λ: fixed for tam/tam-t, the start of the adaptive policies");
+  kx::cli::AddInt(app, "--group-size", &group_size, 0, kMaxGroupSize,
+                  "regroup the trace into groups of N consecutive neurons (the sidecar's order; "
+                  "merges or splits its groups, bytes per neuron unchanged); 0: the trace's");
+  app.add_option("--plan-with", plan_with,
+                 "the neuron sets replayed: predicted (what the engine plans and computes with) "
+                 "or actual (the neurons that fired: an oracle predictor)")
+      ->check(kx::cli::OneOf({"predicted", "actual"}))
+      ->type_name("predicted|actual");
+  app.add_flag("--evict-needed", evict_needed,
+               "tam*/topk may evict residents needed in the step (Algorithm 1 literally; not "
+               "the engine's contract): swaps a weak needed group for a stronger absent one");
+  app.add_option("--plan-log", plan_log,
+                 "CSV of every plan (profile, policy, budget, step, layer, loads, evictions, "
+                 "lambda, io_wait_us, cpu_us): Fig. 11's λ and reloads per step")
+      ->type_name("PATH");
+  app.add_flag("--lookahead", lookahead,
+               "plan each layer one layer ahead, as the engine does (adjacent prediction): its "
+               "loads can land before it runs");
   app.add_flag("--csv", csv, "print CSV instead of a markdown table");
   app.add_flag("--json", json, "print JSON instead of a markdown table");
   if (const int rc = kx::cli::Parse(app, argc, argv); rc >= 0) return rc;
@@ -113,6 +135,8 @@ int main(int argc, char** argv) {
   kx::sim::SimTraceOptions to;
   to.first_step = static_cast<uint32_t>(first_step);
   to.max_steps = static_cast<uint32_t>(steps);
+  to.group_size = static_cast<uint32_t>(group_size);
+  to.use_actual = plan_with == "actual";
   auto trace = kx::sim::LoadSimTrace(trace_path, to);
   if (!trace.ok()) return Fail(trace.status().ToString());
   const kx::sim::SimTrace& t = *trace;
@@ -127,7 +151,7 @@ int main(int argc, char** argv) {
   if (no_sidecar) sidecar_path.clear();
   kx::sim_cli::ModelShape shape;
   if (!model_path.empty()) {
-    auto s = kx::sim_cli::ReadModelShape(model_path, sidecar_path, t.n_groups);
+    auto s = kx::sim_cli::ReadModelShape(model_path, sidecar_path, t.n_groups, t.group_size);
     if (!s.ok()) return Fail(s.status().ToString());
     shape = std::move(s).value();
     if (shape.n_ff != static_cast<int64_t>(t.n_ff[0]) || shape.n_layer != t.n_layer) {
@@ -135,9 +159,10 @@ int main(int argc, char** argv) {
                                " neurons; the model ", model_path, " has ", shape.n_layer, " of ",
                                shape.n_ff));
     }
-    if (!shape.sidecar_path.empty() && shape.sidecar_group_size != t.group_size) {
-      return Fail(absl::StrCat("the trace's group size ", t.group_size, " is not the sidecar's ",
-                               shape.sidecar_group_size, " (", shape.sidecar_path, ")"));
+    if (!shape.sidecar_path.empty() && shape.sidecar_group_size != t.trace_group_size) {
+      return Fail(absl::StrCat("the trace's group size ", t.trace_group_size,
+                               " is not the sidecar's ", shape.sidecar_group_size, " (",
+                               shape.sidecar_path, ")"));
     }
   } else if (neuron_bytes == 0) {
     return Fail("the trace names no model: pass -m MODEL, or --neuron-bytes with --non-ffn-us");
@@ -168,6 +193,12 @@ int main(int argc, char** argv) {
     budget_list.push_back(v / kPercent);
   }
 
+  std::FILE* log = nullptr;
+  if (!plan_log.empty()) {
+    log = std::fopen(plan_log.c_str(), "w");
+    if (log == nullptr) return Fail("--plan-log: cannot write " + plan_log);
+    std::fputs("hardware,policy,budget,step,layer,loads,evictions,lambda,io_wait_us,cpu_us\n", log);
+  }
   std::vector<kx::sim::SimResult> rows;
   for (const std::string& profile_name : SplitList(profiles)) {
     auto profile = kx::LoadDeviceProfile(profile_name);
@@ -179,8 +210,18 @@ int main(int argc, char** argv) {
         kx::sim::SimConfig config;
         config.policy = name;
         config.options.lambda = lambda;
+        config.options.evict_needed = evict_needed;
         config.budget = budget;
+        config.lookahead = lookahead;
         if (placement == "sidecar") config.placement_frequency = shape.group_frequency;
+        if (log != nullptr) {
+          config.on_plan = [&, log](const kx::sim::PlanEvent& e) {
+            std::fprintf(log, "%s,%s,%g,%u,%d,%zu,%zu,%.6g,%.6g,%.6g\n", hw.name.c_str(),
+                         name.c_str(), budget, t.step_ids[static_cast<size_t>(e.step)], e.layer,
+                         e.plan.load.size(), e.plan.evict.size(), e.lambda,
+                         e.feedback.io_wait_s / kMicro, e.feedback.cpu_s / kMicro);
+          };
+        }
         auto r = kx::sim::Simulate(t, hw, costs, config);
         if (!r.ok()) return Fail(r.status().ToString());
         rows.push_back(std::move(r).value());
@@ -188,24 +229,28 @@ int main(int argc, char** argv) {
     }
   }
 
-  const nlohmann::json inputs = {
-      {"trace", trace_path},
-      {"tokens", t.n_steps},
-      {"first_step", t.step_ids.front()},
-      {"n_layer", t.n_layer},
-      {"group_size", t.group_size},
-      {"groups_per_layer", t.n_groups},
-      {"model", model_path},
-      {"sidecar", shape.sidecar_path},
-      {"neuron_bytes", costs.neuron_bytes},
-      {"hidden_bytes", costs.hidden_bytes},
-      {"attn_bytes", costs.attn_bytes},
-      {"head_bytes", costs.head_bytes},
-      {"non_ffn_us", non_ffn_us},
-      {"per_token_us", per_token_us},
-      {"cpu_gb_per_s", cpu_gb_per_s},
-      {"launch_us", launch_us},
-      {"placement", placement}};
+  if (log != nullptr && std::fclose(log) != 0) return Fail("--plan-log: cannot write " + plan_log);
+  const nlohmann::json inputs = {{"trace", trace_path},
+                                 {"tokens", t.n_steps},
+                                 {"first_step", t.step_ids.front()},
+                                 {"n_layer", t.n_layer},
+                                 {"group_size", t.group_size},
+                                 {"trace_group_size", t.trace_group_size},
+                                 {"plan_with", plan_with},
+                                 {"lookahead", lookahead},
+                                 {"evict_needed", evict_needed},
+                                 {"groups_per_layer", t.n_groups},
+                                 {"model", model_path},
+                                 {"sidecar", shape.sidecar_path},
+                                 {"neuron_bytes", costs.neuron_bytes},
+                                 {"hidden_bytes", costs.hidden_bytes},
+                                 {"attn_bytes", costs.attn_bytes},
+                                 {"head_bytes", costs.head_bytes},
+                                 {"non_ffn_us", non_ffn_us},
+                                 {"per_token_us", per_token_us},
+                                 {"cpu_gb_per_s", cpu_gb_per_s},
+                                 {"launch_us", launch_us},
+                                 {"placement", placement}};
   if (json) {
     std::fputs(kx::sim::FormatJson(rows, inputs.dump()).c_str(), stdout);
   } else if (csv) {
@@ -213,10 +258,11 @@ int main(int argc, char** argv) {
   } else {
     std::printf(
         "kairox-sim: %s, %d tokens (steps %u..%u), %d layers x %d groups of %d; %llu B/neuron, "
-        "CPU %.1f GB/s, placement from the %s\n\n",
-        trace_path.c_str(), t.n_steps, t.step_ids.front(), t.step_ids.back(), t.n_layer,
-        t.n_groups, t.group_size, static_cast<unsigned long long>(costs.neuron_bytes), cpu_gb_per_s,
-        placement == "trace" ? "trace (oracle)" : "sidecar");
+        "CPU %.1f GB/s, placement from the %s, %s sets%s\n\n",
+        trace_path.c_str(), t.n_steps, t.step_ids.front(), t.step_ids.back(), t.n_layer, t.n_groups,
+        t.group_size, static_cast<unsigned long long>(costs.neuron_bytes), cpu_gb_per_s,
+        placement == "trace" ? "trace (oracle)" : "sidecar", plan_with.c_str(),
+        lookahead ? ", one layer ahead" : "");
     std::fputs(kx::sim::FormatMarkdown(rows).c_str(), stdout);
   }
   return 0;

@@ -5,6 +5,9 @@ Needs matplotlib (Debian: apt-get install python3-matplotlib; run it with /usr/b
 
   build/bin/kairox-sim TRACE --profile rtx4090-pcie4,h100-pcie5 --csv > sim.csv
   /usr/bin/python3 benchmarks/sim/plot.py sim.csv [OUT_PREFIX]   # writes OUT_PREFIX-<profile>.png
+
+The paper's figures from benchmarks/sim/paper.py's CSVs (docs/sim.md):
+  /usr/bin/python3 benchmarks/sim/plot.py --paper docs/sim/paper docs/sim
 """
 import csv
 import sys
@@ -14,6 +17,12 @@ from collections import defaultdict
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
+    if sys.argv[1] == "--paper":
+        if len(sys.argv) < 4:
+            sys.exit(__doc__)
+        import plot_paper
+        plot_paper.draw(sys.argv[2], sys.argv[3])
+        return
     src = sys.argv[1]
     prefix = sys.argv[2] if len(sys.argv) > 2 else src.rsplit(".", 1)[0]
     try:

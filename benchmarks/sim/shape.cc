@@ -23,7 +23,8 @@ absl::StatusOr<const GgufTensorInfo*> Tensor(const GgufFile& f, const std::strin
 }  // namespace
 
 absl::StatusOr<ModelShape> ReadModelShape(const std::string& model_path,
-                                          const std::string& sidecar_path, int n_groups) {
+                                          const std::string& sidecar_path, int n_groups,
+                                          int group_size) {
   ModelShape s;
   s.model_path = model_path;
   KX_ASSIGN_OR_RETURN(GgufFile f, GgufFile::Open(model_path));
@@ -62,7 +63,8 @@ absl::StatusOr<ModelShape> ReadModelShape(const std::string& model_path,
                       Tensor(sc, sidecar_path, "blk.0.kairox.bundles"));
   s.neuron_bytes = bundles->size_bytes / static_cast<uint64_t>(s.n_ff);  // stride included
   s.group_frequency.assign(static_cast<size_t>(s.n_layer) * n_groups, 0.0f);
-  std::vector<float> layer_freq(static_cast<size_t>((s.n_ff + gs - 1) / gs));
+  const int replay_gs = group_size > 0 ? group_size : static_cast<int>(gs);
+  std::vector<float> layer_freq(static_cast<size_t>((s.n_ff + replay_gs - 1) / replay_gs));
   for (int l = 0; l < s.n_layer; ++l) {
     KX_ASSIGN_OR_RETURN(const GgufTensorInfo* freq,
                         Tensor(sc, sidecar_path, absl::StrCat("blk.", l, ".kairox.freq")));
@@ -71,7 +73,7 @@ absl::StatusOr<ModelShape> ReadModelShape(const std::string& model_path,
           absl::StrCat(sidecar_path, ": blk.", l, ".kairox.freq is not ", s.n_ff, " floats"));
     }
     const float* p = reinterpret_cast<const float*>(sc.TensorData(*freq));
-    sparse::GroupMeanFrequency(p, s.n_ff, static_cast<int>(gs), layer_freq.data());
+    sparse::GroupMeanFrequency(p, s.n_ff, replay_gs, layer_freq.data());
     // The trace's group count (n_groups) is what the simulation uses; extra groups stay 0.
     std::copy_n(layer_freq.begin(), std::min<size_t>(layer_freq.size(), n_groups),
                 s.group_frequency.begin() + static_cast<size_t>(l) * n_groups);

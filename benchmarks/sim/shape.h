@@ -23,14 +23,16 @@ struct ModelShape {
   uint64_t attn_bytes = 0;    // layer 0's tensors other than ffn_* (attention, norms)
   uint64_t head_bytes = 0;    // output.weight (or the tied token_embd.weight) + output_norm
   int sidecar_group_size = 0;
-  // [layer * n_groups + g]: the sidecar's calibration frequency averaged over each group
-  // (the engine's initial placement input); empty without a sidecar.
+  // [layer * n_groups + g]: the sidecar's calibration frequency averaged over each group of
+  // the replay (the engine's initial placement input); empty without a sidecar.
   std::vector<float> group_frequency;
 };
 
-// Reads the model (required) and the sidecar (optional: "" skips it).
-// n_groups is the trace's groups per layer (for group_frequency).
+// Reads the model (required) and the sidecar (optional: "" skips it). n_groups and
+// group_size are the replay's groups per layer and neurons per group (for group_frequency:
+// groups of group_size consecutive neurons in the sidecar's order; 0 = the sidecar's size).
 absl::StatusOr<ModelShape> ReadModelShape(const std::string& model_path,
-                                          const std::string& sidecar_path, int n_groups);
+                                          const std::string& sidecar_path, int n_groups,
+                                          int group_size = 0);
 
 }  // namespace kx::sim_cli

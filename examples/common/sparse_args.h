@@ -81,8 +81,8 @@ void AddSparseOptions(CLI::App& app, Options* o) {
       ->type_name("SIZE|PCT")
       ->group(tiers);
   app.add_option("--policy", o->policy,
-                 "resident groups under a budget: static, lru, lfu, tam, tam-t, tam-adaptive, "
-                 "tam-t-adaptive")
+                 "resident groups under a budget: static, lru, lfu, topk, tam, tam-t, "
+                 "tam-adaptive, tam-t-adaptive")
       ->type_name("NAME")
       ->group(tiers);
   app.add_flag_callback(
@@ -126,7 +126,7 @@ void AddSparseOptions(CLI::App& app, Options* o) {
       ->type_name("SIZE|PCT")
       ->group(device);
   app.add_option("--device-policy", o->device_policy,
-                 "which FFN groups hold device slots: static, lru, lfu, tam, tam-t, "
+                 "which FFN groups hold device slots: static, lru, lfu, topk, tam, tam-t, "
                  "tam-adaptive, tam-t-adaptive")
       ->type_name("NAME")
       ->group(device);

@@ -13,8 +13,8 @@ Policy::~Policy() = default;
 
 namespace {
 
-constexpr std::array<std::string_view, 7> kPolicyNames = {
-    "static", "lru", "lfu", "tam", "tam-t", "tam-adaptive", "tam-t-adaptive"};
+constexpr std::array<std::string_view, 8> kPolicyNames = {
+    "static", "lru", "lfu", "topk", "tam", "tam-t", "tam-adaptive", "tam-t-adaptive"};
 
 bool InRange(double v, double lo, double hi) { return v >= lo && v <= hi; }
 
@@ -35,14 +35,17 @@ std::span<const std::string_view> PolicyNames() { return kPolicyNames; }
 absl::Status ValidateOptions(const PolicyOptions& o) {
   // λ = 1 would freeze every score (τ = ε, nothing ever changes).
   if (!(o.lambda >= 0 && o.lambda < 1))
-    return absl::InvalidArgumentError(absl::StrFormat("policy: lambda %g is not in [0, 1)", o.lambda));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("policy: lambda %g is not in [0, 1)", o.lambda));
   if (!(o.epsilon >= 0 && o.epsilon < 1))
-    return absl::InvalidArgumentError(absl::StrFormat("policy: epsilon %g is not in [0, 1)", o.epsilon));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("policy: epsilon %g is not in [0, 1)", o.epsilon));
   if (!(o.lambda_min >= 0 && o.lambda_min <= o.lambda_max && o.lambda_max < 1))
     return absl::InvalidArgumentError(absl::StrFormat(
         "policy: need 0 <= lambda_min (%g) <= lambda_max (%g) < 1", o.lambda_min, o.lambda_max));
   if (!(o.alpha >= 0 && o.alpha < 1))
-    return absl::InvalidArgumentError(absl::StrFormat("policy: alpha %g is not in [0, 1)", o.alpha));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("policy: alpha %g is not in [0, 1)", o.alpha));
   if (!(o.swap_margin >= 0 && o.swap_margin <= 1))
     return absl::InvalidArgumentError(
         absl::StrFormat("policy: swap_margin %g is not in [0, 1]", o.swap_margin));
@@ -58,15 +61,16 @@ absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(std::string_view name,
   if (name == "static") return internal::NewStaticPolicy();
   if (name == "lru") return internal::NewRecencyPolicy(/*frequency_keyed=*/false);
   if (name == "lfu") return internal::NewRecencyPolicy(/*frequency_keyed=*/true);
-  const bool tam_family = name == "tam" || name == "tam-t" || name == "tam-adaptive" ||
-                          name == "tam-t-adaptive";
+  if (name == "topk") return internal::NewTopKPolicy(options);
+  const bool tam_family =
+      name == "tam" || name == "tam-t" || name == "tam-adaptive" || name == "tam-t-adaptive";
   if (tam_family) {
     const bool evict_below_tau = name.starts_with("tam-t");
     const bool adaptive = name.ends_with("-adaptive");
     if (adaptive && !InRange(options.lambda, options.lambda_min, options.lambda_max))
-      return absl::InvalidArgumentError(
-          absl::StrFormat("policy %s: the starting lambda %g is outside [%g, %g]", std::string(name),
-                          options.lambda, options.lambda_min, options.lambda_max));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "policy %s: the starting lambda %g is outside [%g, %g]", std::string(name),
+          options.lambda, options.lambda_min, options.lambda_max));
     return internal::NewTamPolicy(options, evict_below_tau, adaptive);
   }
   return absl::InvalidArgumentError(
@@ -99,7 +103,8 @@ absl::Status CheckPlan(int layer, const Plan& plan, const Residency& r, const fl
   std::array<uint8_t, kMaxGroupsPerLayer> mark{};
   if (n > kMaxGroupsPerLayer) return absl::InvalidArgumentError("CheckPlan: too many groups");
   for (int32_t g : plan.evict) {
-    if (g < 0 || g >= n) return absl::InternalError(absl::StrCat("evicts group ", g, " out of range"));
+    if (g < 0 || g >= n)
+      return absl::InternalError(absl::StrCat("evicts group ", g, " out of range"));
     if (mark[g]) return absl::InternalError(absl::StrCat("evicts group ", g, " twice"));
     mark[g] = 1;
     if (r.loading(layer, g)) return absl::InternalError(absl::StrCat("evicts loading group ", g));
@@ -109,7 +114,8 @@ absl::Status CheckPlan(int layer, const Plan& plan, const Residency& r, const fl
       return absl::InternalError(absl::StrCat("evicts group ", g, " needed in this step"));
   }
   for (int32_t g : plan.load) {
-    if (g < 0 || g >= n) return absl::InternalError(absl::StrCat("loads group ", g, " out of range"));
+    if (g < 0 || g >= n)
+      return absl::InternalError(absl::StrCat("loads group ", g, " out of range"));
     if (mark[g] == 1) return absl::InternalError(absl::StrCat("loads and evicts group ", g));
     if (mark[g] == 2) return absl::InternalError(absl::StrCat("loads group ", g, " twice"));
     mark[g] = 2;
@@ -117,13 +123,14 @@ absl::Status CheckPlan(int layer, const Plan& plan, const Residency& r, const fl
       return absl::InternalError(absl::StrCat("loads group ", g, " that is resident or loading"));
   }
   const int occupied = r.resident_count(layer) + r.loading_count(layer);
-  const int after = occupied - static_cast<int>(plan.evict.size()) + static_cast<int>(plan.load.size());
+  const int after =
+      occupied - static_cast<int>(plan.evict.size()) + static_cast<int>(plan.load.size());
   if (after > r.capacity(layer))
-    return absl::InternalError(absl::StrCat("plan needs ", after, " slots; layer ", layer, " has ",
-                                            r.capacity(layer)));
+    return absl::InternalError(
+        absl::StrCat("plan needs ", after, " slots; layer ", layer, " has ", r.capacity(layer)));
   if (max_loads >= 0 && static_cast<int64_t>(plan.load.size()) > max_loads)
-    return absl::InternalError(absl::StrCat("plan loads ", plan.load.size(),
-                                            " groups; the window allows ", max_loads));
+    return absl::InternalError(
+        absl::StrCat("plan loads ", plan.load.size(), " groups; the window allows ", max_loads));
   return absl::OkStatus();
 }
 

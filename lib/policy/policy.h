@@ -27,6 +27,8 @@
 //   lru             load every needed group, evict the least recently used.
 //   lfu             ActiveFlow's contextual cache: admit a needed group when its
 //                   count beats the least-used resident's.
+//   topk            KAIROX's Top-K baseline (Fig. 10): load the step's K most intense
+//                   groups, no τ filter, no momentum (TAM at λ = 0 without τ).
 //   tam             KAIROX TAM, fixed λ; residents whose score fell below τ stay
 //                   until a better candidate needs their slot.
 //   tam-t           TAM, fixed λ; residents below τ are evicted even with no
@@ -50,8 +52,10 @@
 
 namespace kx::policy {
 
-// The most groups one layer may have (KAIROX caps M at 1024 so ranking stays cheap).
-inline constexpr int kMaxGroupsPerLayer = 1024;
+// The most groups one layer may have. KAIROX caps M at 1024 so ranking stays cheap, and the
+// sidecar keeps that cap (sparse::kMaxGroupsPerLayer); the policies take 4× more so that
+// kairox-sim can replay a 7B/13B trace regrouped finer (groups of 4 of 13824 neurons: 3456).
+inline constexpr int kMaxGroupsPerLayer = 4096;
 
 // Last step of this layer: time the pipeline stalled waiting on reads vs the
 // time it waited on (or spent in) CPU compute. The caller measures; adaptive
@@ -70,7 +74,7 @@ struct Window {
 
 // Evictions happen before loads; afterwards resident + loading ≤ capacity.
 struct Plan {
-  std::vector<int32_t> load;   // most valuable first
+  std::vector<int32_t> load;  // most valuable first
   std::vector<int32_t> evict;
   void clear() {  // keeps the capacity: no allocation per step
     load.clear();
@@ -129,6 +133,12 @@ struct PolicyOptions {
   // Leave false when misses are computed where they live (GPU ⇄ CPU), where
   // every admission is a transfer the filter exists to avoid.
   bool admit_needed = false;
+  // TAM and topk: residents needed in this step may be evicted too (lowest score or intensity
+  // first), as Algorithm 1's C_t \ C_{t+1} does. It breaks the plan contract (CheckPlan
+  // fails) and is meant for kairox-sim only: where the slow side computes a miss (GPU ⇄ CPU)
+  // and the plan runs one layer ahead, swapping a weak needed resident for a strong absent
+  // group can pay; the engine never sets it.
+  bool evict_needed = false;
   // TAM/LFU: scores start at the calibration frequency (its long-run mean)
   // rather than 0, so placed groups are not displaced by the first candidates.
   bool warm_start_scores = true;

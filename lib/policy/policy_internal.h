@@ -56,6 +56,7 @@ inline void PreparePlan(int n_groups, Plan* out) {
 std::unique_ptr<Policy> NewStaticPolicy();
 // frequency_keyed: LFU (ActiveFlow) rather than LRU.
 std::unique_ptr<Policy> NewRecencyPolicy(bool frequency_keyed);
+std::unique_ptr<Policy> NewTopKPolicy(const PolicyOptions& options);
 std::unique_ptr<Policy> NewTamPolicy(const PolicyOptions& options, bool evict_below_tau,
                                      bool adaptive);
 

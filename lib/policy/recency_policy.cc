@@ -83,8 +83,7 @@ class RecencyPolicy final : public Policy {
       if (static_cast<int64_t>(out->load.size()) >= max_loads) break;
       if (free_slots > 0) {
         --free_slots;
-      } else if (next_victim < victims_.size() &&
-                 (!lfu_ || key[victims_[next_victim]] < key[g])) {
+      } else if (next_victim < victims_.size() && (!lfu_ || key[victims_[next_victim]] < key[g])) {
         out->evict.push_back(victims_[next_victim++]);
       } else {
         break;  // misses are sorted, so no later one can do better

@@ -61,7 +61,9 @@ class Residency {
   // The group in a slot (loading or resident); -1 when the slot is free.
   int group_of(int layer, int slot) const { return slot_group_[SlotIndex(layer, slot)]; }
   SlotState state(int layer, int slot) const { return slot_state_[SlotIndex(layer, slot)]; }
-  int pins(int layer, int slot) const { return static_cast<int>(slot_pins_[SlotIndex(layer, slot)]); }
+  int pins(int layer, int slot) const {
+    return static_cast<int>(slot_pins_[SlotIndex(layer, slot)]);
+  }
   // A free slot of the layer, or -1 when none. Lowest slot first on a fresh
   // Residency; afterwards the most recently freed (deterministic).
   int free_slot(int layer) const;
@@ -109,11 +111,11 @@ class Residency {
 
   int n_layer_ = 0;
   int n_groups_ = 0;
-  std::vector<int> slot_base_;          // [n_layer + 1]: prefix sums of capacities
-  std::vector<int32_t> group_slot_;     // [layer * n_groups + group]: slot or -1
-  std::vector<int32_t> slot_group_;     // [slot_base[layer] + slot]: group or -1
-  std::vector<SlotState> slot_state_;   // [slot_base[layer] + slot]
-  std::vector<uint32_t> slot_pins_;     // [slot_base[layer] + slot]
+  std::vector<int> slot_base_;         // [n_layer + 1]: prefix sums of capacities
+  std::vector<int32_t> group_slot_;    // [layer * n_groups + group]: slot or -1
+  std::vector<int32_t> slot_group_;    // [slot_base[layer] + slot]: group or -1
+  std::vector<SlotState> slot_state_;  // [slot_base[layer] + slot]
+  std::vector<uint32_t> slot_pins_;    // [slot_base[layer] + slot]
   // Per layer, a stack of free slots in free_stack_[slot_base[layer] ...] with
   // free_count_[layer] entries; free_pos_ is each free slot's stack position
   // (-1 when not free) so BeginLoad of any free slot is O(1).

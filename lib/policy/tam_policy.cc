@@ -65,9 +65,14 @@ class TamPolicy final : public Policy {
     double& lam = lambda_[layer];
     if (adaptive_) {
       switch (Classify(fb, o_.bottleneck_margin)) {
-        case Bottleneck::kIo: lam = std::min(lam * (1 + o_.alpha), o_.lambda_max); break;
-        case Bottleneck::kCpu: lam = std::max(lam * (1 - o_.alpha), o_.lambda_min); break;
-        case Bottleneck::kNone: break;
+        case Bottleneck::kIo:
+          lam = std::min(lam * (1 + o_.alpha), o_.lambda_max);
+          break;
+        case Bottleneck::kCpu:
+          lam = std::max(lam * (1 - o_.alpha), o_.lambda_min);
+          break;
+        case Bottleneck::kNone:
+          break;
       }
     }
     // Phase 2: momentum update and filtering. Scores are float (≤ 1024 per
@@ -87,7 +92,7 @@ class TamPolicy final : public Policy {
       score[g] = lam_f * score[g] + gain * a;
       if (r.reserved_slot(layer, g) < 0) {
         if (score[g] > tau || (needed && o_.admit_needed)) candidates_.push_back(g);
-      } else if (!needed && r.CanEvict(layer, g)) {
+      } else if ((!needed || o_.evict_needed) && r.CanEvict(layer, g)) {
         victims_.push_back(g);
       }
     }
@@ -101,8 +106,8 @@ class TamPolicy final : public Policy {
     size_t next_victim = 0;
     if (evict_below_tau_) {
       // The decayed residents all go: move them to the front, lowest first.
-      auto decayed_end = std::partition(victims_.begin(), victims_.end(),
-                                        [&](int g) { return score[g] <= tau; });
+      auto decayed_end =
+          std::partition(victims_.begin(), victims_.end(), [&](int g) { return score[g] <= tau; });
       std::sort(victims_.begin(), decayed_end, by_score_asc);
       next_victim = static_cast<size_t>(decayed_end - victims_.begin());
       out->evict.assign(victims_.begin(), decayed_end);
@@ -112,8 +117,8 @@ class TamPolicy final : public Policy {
     // part of the plan: rank just those (≤ 1024 groups, but every layer of
     // every token pays for this).
     const size_t take = static_cast<size_t>(std::min<int64_t>(
-        max_loads, static_cast<int64_t>(std::min(candidates_.size(),
-                                                 free_slots + victims_.size() - next_victim))));
+        max_loads, static_cast<int64_t>(
+                       std::min(candidates_.size(), free_slots + victims_.size() - next_victim))));
     std::partial_sort(candidates_.begin(), candidates_.begin() + take, candidates_.end(),
                       by_score_desc);
     const size_t victims_needed = std::min(victims_.size() - next_victim, take);
@@ -152,9 +157,9 @@ class TamPolicy final : public Policy {
   int n_layer_ = -1;
   int n_groups_ = -1;
   uint64_t bundle_bytes_ = 0;
-  std::vector<float> score_;    // [layer * n_groups + g]: S
-  std::vector<double> lambda_;  // per layer
-  std::vector<double> tau_;     // per layer: τ_load of the last step
+  std::vector<float> score_;     // [layer * n_groups + g]: S
+  std::vector<double> lambda_;   // per layer
+  std::vector<double> tau_;      // per layer: τ_load of the last step
   std::vector<int> candidates_;  // scratch, capacity n_groups
   std::vector<int> victims_;     // scratch, capacity n_groups
 };

@@ -62,14 +62,16 @@ absl::StatusOr<SimTrace> LoadSimTrace(const std::string& path, const SimTraceOpt
   t.model_sha256 = h.model_sha256;
   t.metadata_json = h.metadata_json;
   t.n_layer = h.n_layer();
-  t.group_size = static_cast<int>(h.group_size);
+  t.trace_group_size = static_cast<int>(h.group_size);
+  const uint32_t gs = options.group_size > 0 ? options.group_size : h.group_size;
+  t.group_size = static_cast<int>(gs);
   t.n_ff = h.n_ff;
   for (uint32_t n : h.n_ff) {
-    const int groups = static_cast<int>((n + h.group_size - 1) / h.group_size);
+    const int groups = static_cast<int>((n + gs - 1) / gs);
     if (groups > policy::kMaxGroupsPerLayer) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s: a layer of %u neurons in groups of %u has %d groups; the policies take at most %d",
-          path, n, h.group_size, groups, policy::kMaxGroupsPerLayer));
+          path, n, gs, groups, policy::kMaxGroupsPerLayer));
     }
     t.groups_in_layer.push_back(groups);
     t.n_groups = std::max(t.n_groups, groups);
@@ -83,7 +85,14 @@ absl::StatusOr<SimTrace> LoadSimTrace(const std::string& path, const SimTraceOpt
     if (!more) break;
     if (rec.step < options.first_step) continue;
     const std::vector<uint64_t>* bits = nullptr;
-    if (rec.has_predicted) {
+    if (options.use_actual) {
+      if (!rec.has_actual) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("%s: step %u layer %u has no actual neuron set to plan with", path,
+                            rec.step, rec.layer));
+      }
+      bits = &rec.actual;
+    } else if (rec.has_predicted) {
       bits = &rec.predicted;
     } else if (rec.has_actual && options.allow_actual) {
       bits = &rec.actual;
@@ -98,8 +107,8 @@ absl::StatusOr<SimTrace> LoadSimTrace(const std::string& path, const SimTraceOpt
     collected.resize(collected.size() + static_cast<size_t>(t.n_groups), 0);
     uint16_t* c = collected.data() + refs.back().offset;
     for (int g = 0; g < t.groups_in_layer[rec.layer]; ++g) {
-      const uint32_t begin = static_cast<uint32_t>(g) * h.group_size;
-      c[g] = static_cast<uint16_t>(CountBits(*bits, begin, std::min(begin + h.group_size, n_ff)));
+      const uint32_t begin = static_cast<uint32_t>(g) * gs;
+      c[g] = static_cast<uint16_t>(CountBits(*bits, begin, std::min(begin + gs, n_ff)));
     }
   }
   std::stable_sort(refs.begin(), refs.end(), [](const RecordRef& a, const RecordRef& b) {
@@ -115,16 +124,16 @@ absl::StatusOr<SimTrace> LoadSimTrace(const std::string& path, const SimTraceOpt
     while (j < refs.size() && refs[j].step == step) ++j;
     for (size_t k = i; k < j; ++k) {
       if (k > i && refs[k].layer == refs[k - 1].layer) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s: step %u layer %u is recorded twice", path, step, refs[k].layer));
+        return absl::InvalidArgumentError(
+            absl::StrFormat("%s: step %u layer %u is recorded twice", path, step, refs[k].layer));
       }
     }
     if (j - i != static_cast<size_t>(t.n_layer)) {
       uint32_t missing = 0;
       while (missing < j - i && refs[i + missing].layer == missing) ++missing;
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: step %u has no record for layer %u (%zu of %d layers recorded)", path, step,
-          missing, j - i, t.n_layer));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: step %u has no record for layer %u (%zu of %d layers recorded)",
+                          path, step, missing, j - i, t.n_layer));
     }
     const size_t base = t.active.size();
     t.active.resize(base + per_step);
@@ -137,9 +146,9 @@ absl::StatusOr<SimTrace> LoadSimTrace(const std::string& path, const SimTraceOpt
   }
   t.n_steps = static_cast<int>(t.step_ids.size());
   if (t.n_steps == 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: no step to replay (%llu records; first step %u)", path,
-        static_cast<unsigned long long>(reader.records()), options.first_step));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: no step to replay (%llu records; first step %u)", path,
+                        static_cast<unsigned long long>(reader.records()), options.first_step));
   }
   return t;
 }

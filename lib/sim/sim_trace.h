@@ -28,6 +28,13 @@ struct SimTraceOptions {
   // A record with no predicted set falls back to its actual set when true;
   // otherwise it is an error.
   bool allow_actual = true;
+  // Replay the actual sets (the neurons that fired) instead of the predicted ones: an oracle
+  // predictor. A record without an actual set is then an error.
+  bool use_actual = false;
+  // Regroup: groups of this many consecutive neurons (the trace's neurons are in the
+  // sidecar's group-major order, so this merges or splits the sidecar's groups; the last
+  // group of a layer may be short). 0: the trace's own group size.
+  uint32_t group_size = 0;
 };
 
 struct SimTrace {
@@ -35,7 +42,8 @@ struct SimTrace {
   std::string model_sha256;   // from the header; may be empty
   std::string metadata_json;  // from the header; may be empty
   int n_layer = 0;
-  int group_size = 0;
+  int group_size = 0;                // of the replay (SimTraceOptions::group_size or the file's)
+  int trace_group_size = 0;          // the file's (its sidecar's)
   int n_groups = 0;                  // the most groups of any layer
   std::vector<int> groups_in_layer;  // ceil(n_ff / group_size) per layer
   std::vector<uint32_t> n_ff;        // per layer
@@ -60,7 +68,8 @@ struct SimTrace {
 // (bad magic, truncation, ... with the byte offset), a group size that does
 // not fit the policies (more than policy::kMaxGroupsPerLayer groups in a
 // layer), a (step, layer) recorded twice, a replayed step that lacks a layer,
-// a record with neither set, and a trace with no step to replay.
+// a record with neither set (or no actual set with use_actual), and a trace with no step to
+// replay.
 absl::StatusOr<SimTrace> LoadSimTrace(const std::string& path, const SimTraceOptions& options);
 
 }  // namespace kx::sim

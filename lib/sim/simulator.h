@@ -31,12 +31,12 @@ namespace kx::sim {
 inline constexpr double kDefaultLaunchSeconds = 5e-6;
 
 struct SimHardware {
-  std::string name;                 // the profile's name, for reports
-  double h2d_bytes_per_s = 0;       // PCIe, host to device
-  double d2h_bytes_per_s = 0;       // PCIe, device to host
-  double copy_latency_s = 0;        // per copy, before the first byte lands
-  double device_bytes_per_s = 0;    // GPU memory: what the GPU part reads
-  double cpu_bytes_per_s = 0;       // host memory as the CPU sparse FFN reads it
+  std::string name;                         // the profile's name, for reports
+  double h2d_bytes_per_s = 0;               // PCIe, host to device
+  double d2h_bytes_per_s = 0;               // PCIe, device to host
+  double copy_latency_s = 0;                // per copy, before the first byte lands
+  double device_bytes_per_s = 0;            // GPU memory: what the GPU part reads
+  double cpu_bytes_per_s = 0;               // host memory as the CPU sparse FFN reads it
   double launch_s = kDefaultLaunchSeconds;  // GPU part of a layer: kernel launches
 
   static SimHardware From(const DeviceProfile& p, double cpu_gb_per_s,
@@ -68,6 +68,7 @@ struct PlanEvent {
   policy::Feedback feedback;
   policy::Plan plan;
   std::vector<std::pair<int, int>> landed_before;  // (layer, group), landing order
+  double lambda = 0;  // the policy's λ for the layer after this plan (TAM; 0 otherwise)
 };
 
 struct SimConfig {
@@ -80,6 +81,11 @@ struct SimConfig {
   // empty: the trace's own mean intensity per group (an oracle: it has seen
   // the tokens it is replayed on).
   std::vector<float> placement_frequency;
+  // Plan each layer one layer ahead, as the engine does (adjacent prediction): layer l+1's
+  // plan runs when layer l's FFN starts (layer 0 of the next token at the last layer), with
+  // the trace's sets of l+1, so its loads can land before l+1 runs and serve that very step.
+  // false: each layer plans when it starts, so its loads help its next step only.
+  bool lookahead = false;
   // Called after every PlanLayer (tests: the plan sequence).
   std::function<void(const PlanEvent&)> on_plan;
 };
@@ -111,10 +117,10 @@ struct SimResult {
   uint64_t evictions = 0;
   uint64_t reload_bytes = 0;  // bytes of the reloads issued
   double reload_bytes_per_token = 0;
-  uint64_t groups_needed = 0;  // (step, layer, group) with a predicted-active neuron
-  uint64_t hits = 0;           // of those, resident on the device when compute started
-  uint64_t late = 0;           // of those, still loading (computed on the CPU)
-  double hit_rate = 0;         // hits / groups_needed (1 when nothing was needed)
+  uint64_t groups_needed = 0;   // (step, layer, group) with a predicted-active neuron
+  uint64_t hits = 0;            // of those, resident on the device when compute started
+  uint64_t late = 0;            // of those, still loading (computed on the CPU)
+  double hit_rate = 0;          // hits / groups_needed (1 when nothing was needed)
   double gpu_neuron_share = 0;  // predicted neurons computed on the GPU / all predicted
   StallBreakdown stalls;
   // Busy times (not on the critical path necessarily): the CPU and GPU FFN

@@ -22,7 +22,7 @@ using test_util::Stats;
 constexpr const char* kTamNames[] = {"tam", "tam-t", "tam-adaptive", "tam-t-adaptive"};
 
 TEST_CASE("MakePolicy: every listed name, unknown names and bad options", "[policy]") {
-  REQUIRE(PolicyNames().size() == 7);
+  REQUIRE(PolicyNames().size() == 8);
   for (std::string_view name : PolicyNames()) CHECK(Make(name)->name() == name);
   auto bad = MakePolicy("belady", {});
   REQUIRE_FALSE(bad.ok());
@@ -43,8 +43,9 @@ TEST_CASE("MakePolicy: every listed name, unknown names and bad options", "[poli
 
 TEST_CASE("Place: top-K by frequency per layer, ties by group id", "[policy]") {
   // Layer 0: groups 3 and 1 most frequent; layer 1: a tie between 0 and 2.
-  const auto s = Stats(2, 5, {0.1f, 0.5f, 0.2f, 0.9f, 0.0f,  //
-                              0.7f, 0.1f, 0.7f, 0.3f, 0.2f});
+  const auto s = Stats(2, 5,
+                       {0.1f, 0.5f, 0.2f, 0.9f, 0.0f,  //
+                        0.7f, 0.1f, 0.7f, 0.3f, 0.2f});
   for (std::string_view name : PolicyNames()) {
     Driver d(Make(name), s, 2);
     CHECK(d.r.resident(0, 3));
@@ -258,7 +259,7 @@ TEST_CASE("Adaptive λ moves τ: one-hit wonders stay refused at both bounds", "
     // The groups placed at start (0, 1) hold the slots; a free slot would
     // make the test pass vacuously, so free one first.
     d.r.Evict(0, 1);
-    CHECK(d.Step(0, Active(kGroups, {4}), fb).load.empty());  // one hit: refused
+    CHECK(d.Step(0, Active(kGroups, {4}), fb).load.empty());                     // one hit: refused
     CHECK(d.Step(0, Active(kGroups, {4}), fb).load == std::vector<int32_t>{4});  // two: in
   }
 }
@@ -303,12 +304,85 @@ TEST_CASE("LFU admits a miss only when its count beats the least-used resident",
   const auto s = Stats(1, kGroups, {0.9f, 0.8f, 0.0f, 0.0f, 0.0f});
   Driver d(Make("lfu"), s, 2);  // 0, 1 resident, counts 0
   d.Step(0, Active(kGroups, {0, 1}));
-  d.Step(0, Active(kGroups, {0, 1}));  // counts 2, 2
+  d.Step(0, Active(kGroups, {0, 1}));                   // counts 2, 2
   CHECK(d.Step(0, Active(kGroups, {3})).load.empty());  // count 1 < 2
   CHECK(d.Step(0, Active(kGroups, {3})).load.empty());  // 2, not higher
   const Plan& p = d.Step(0, Active(kGroups, {3}));      // 3 > 2
   CHECK(p.load == std::vector<int32_t>{3});
   CHECK(p.evict == std::vector<int32_t>{0});  // tie between 0 and 1: lower id
+}
+
+TEST_CASE("Top-K loads the step's K most intense groups, a one-hit wonder too", "[policy][topk]") {
+  constexpr int kGroups = 8;
+  const auto s = Stats(1, kGroups, {0.9f, 0.8f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f});
+  Driver d(Make("topk"), s, 2);  // 0, 1 resident
+  // A cold group seen once is loaded (TAM refuses it: see above). Both residents had
+  // intensity 0 in the (absent) last step: the tie goes to the lower id, 0.
+  const Plan& spike = d.Step(0, Active(kGroups, {5}));
+  CHECK(spike.load == std::vector<int32_t>{5});
+  CHECK(spike.evict == std::vector<int32_t>{0});
+  // Needed: resident 5 at 0.25; misses 2 (1.0), 3 (0.5), 4 (0.125). The top 2 are 2 and 3;
+  // only resident 1 is evictable (5 is needed now), so 2 is loaded and 3 waits; 4 is outside
+  // the top K and never considered.
+  std::vector<float> a(kGroups, 0.0f);
+  a[5] = 0.25f;
+  a[2] = 1.0f;
+  a[3] = 0.5f;
+  a[4] = 0.125f;
+  const Plan& p = d.Step(0, a);
+  CHECK(p.load == std::vector<int32_t>{2});
+  CHECK(p.evict == std::vector<int32_t>{1});
+  // A tie in intensity goes to the held group: 2 and 5 resident at 0.5 like the miss 6.
+  const Plan& tie = d.Step(0, Active(kGroups, {2, 5, 6}, 0.5f));
+  CHECK(tie.load.empty());
+  CHECK(tie.evict.empty());
+}
+
+TEST_CASE("Top-K evicts the resident that was least intense in the last step", "[policy][topk]") {
+  constexpr int kGroups = 4;
+  const auto s = Stats(1, kGroups, {0.9f, 0.8f, 0.0f, 0.0f});
+  Driver topk(Make("topk"), s, 2), lru(Make("lru"), s, 2);  // 0, 1 resident
+  std::vector<float> a = {1.0f, 0.25f, 0.0f, 0.0f};
+  topk.Step(0, a);
+  lru.Step(0, a);
+  // Both residents quiet, a miss: Top-K drops 1 (0.25 last step), LRU the lower id (equally
+  // recent). The only difference between the two when the step's needed set fits the slots.
+  CHECK(topk.Step(0, Active(kGroups, {3})).evict == std::vector<int32_t>{1});
+  CHECK(lru.Step(0, Active(kGroups, {3})).evict == std::vector<int32_t>{0});
+}
+
+TEST_CASE("evict_needed: Top-K and TAM swap a weak needed resident for a strong miss",
+          "[policy][topk][tam]") {
+  constexpr int kGroups = 4;
+  const auto s = Stats(1, kGroups, {0.9f, 0.8f, 0.0f, 0.0f});
+  const std::vector<float> a = {0.125f, 0.25f, 1.0f, 0.0f};  // 0, 1 resident and needed
+  Driver plain(Make("topk"), s, 2);
+  CHECK(plain.Step(0, a).load.empty());  // no victim under the contract
+  PolicyOptions o;
+  o.evict_needed = true;
+  auto topk = Make("topk", o);
+  Residency r(1, kGroups, 2);
+  std::vector<std::pair<int, int>> loads;
+  topk->Place(s, r, &loads);
+  ApplyLoadsNow(loads, r);
+  Plan p;
+  topk->PlanLayer(0, a.data(), {}, {}, r, &p);
+  CHECK(p.load == std::vector<int32_t>{2});
+  CHECK(p.evict == std::vector<int32_t>{0});       // the least intense of the two
+  CHECK_FALSE(CheckPlan(0, p, r, a.data()).ok());  // outside the engine's contract, knowingly
+  // TAM from cold scores (no warm start): 2 passes τ after two steps at 1.0 and beats the
+  // residents' scores, which are 0.125- and 0.25-driven.
+  o.warm_start_scores = false;
+  auto tam = Make("tam", o);
+  Residency rt(1, kGroups, 2);
+  loads.clear();
+  tam->Place(s, rt, &loads);
+  ApplyLoadsNow(loads, rt);
+  tam->PlanLayer(0, a.data(), {}, {}, rt, &p);
+  CHECK(p.load.empty());  // S = 0.2 = 1 − λ: not above τ
+  tam->PlanLayer(0, a.data(), {}, {}, rt, &p);
+  CHECK(p.load == std::vector<int32_t>{2});
+  CHECK(p.evict == std::vector<int32_t>{0});
 }
 
 TEST_CASE("static never moves", "[policy]") {
@@ -322,7 +396,8 @@ TEST_CASE("static never moves", "[policy]") {
     for (int slot = 0; slot < 8; ++slot) before.push_back(d.r.group_of(l, slot));
   std::vector<float> a(kGroups);
   for (int step = 0; step < 200; ++step) {
-    for (float& x : a) x = rng() % 3 == 0 ? std::uniform_real_distribution<float>(0.05f, 1)(rng) : 0;
+    for (float& x : a)
+      x = rng() % 3 == 0 ? std::uniform_real_distribution<float>(0.05f, 1)(rng) : 0;
     const Plan& p = d.Step(step % kLayers, a, Feedback{1e-3, 1e-4});
     REQUIRE(p.load.empty());
     REQUIRE(p.evict.empty());
@@ -395,8 +470,10 @@ TEST_CASE("Every policy keeps the plan contract on random sequences", "[policy][
         for (int32_t g : plan.evict) r.Evict(l, g);
         for (int32_t g : plan.load) {
           r.BeginLoad(l, g, r.free_slot(l));
-          if (rng() % 2 == 0) r.CompleteLoad(l, g);
-          else in_flight.emplace_back(l, g);
+          if (rng() % 2 == 0)
+            r.CompleteLoad(l, g);
+          else
+            in_flight.emplace_back(l, g);
         }
         r.CheckInvariants();
         REQUIRE(r.resident_count(l) + r.loading_count(l) <= r.capacity(l));
@@ -421,7 +498,7 @@ TEST_CASE("A byte window keeps the most valuable loads of the unlimited plan", "
   for (auto& v : warmup)
     for (int g = 12; g < kGroups; ++g)  // the 12 placed groups stay quiet: all are victims
       v[g] = rng() % 2 ? std::uniform_real_distribution<float>(0.5f, 1.0f)(rng) : 0.0f;
-  for (const char* name : {"lru", "lfu", "tam", "tam-t", "tam-adaptive"}) {
+  for (const char* name : {"lru", "lfu", "topk", "tam", "tam-t", "tam-adaptive"}) {
     INFO(name);
     Driver capped(Make(name), s, 12), full(Make(name), s, 12);
     for (size_t i = 0; i + 1 < warmup.size(); ++i) {
@@ -450,7 +527,8 @@ TEST_CASE("Policies are deterministic: same input, same plans", "[policy]") {
     std::vector<float> x(kGroups);
     int moved = 0;
     for (int step = 0; step < 300; ++step) {
-      for (float& v : x) v = rng() % 4 == 0 ? std::uniform_real_distribution<float>(0.1f, 1)(rng) : 0;
+      for (float& v : x)
+        v = rng() % 4 == 0 ? std::uniform_real_distribution<float>(0.1f, 1)(rng) : 0;
       const Feedback fb{(step / 25) % 2 ? 2e-3 : 1e-4, 1e-3};
       const Plan pa = a.Step(step % kLayers, x, fb);
       const Plan& pb = b.Step(step % kLayers, x, fb);

@@ -37,9 +37,9 @@ struct Trace {
 Trace MakeTrace(int n_layer, int n_groups, int n_steps, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> u(0, 1);
-  constexpr double kMeanRate = 0.12;   // mean fraction of groups in a burst
-  constexpr double kPersist = 0.8;     // P(on → on): mean window 5 steps
-  constexpr double kNoise = 0.03;      // one-hit probability per group and step
+  constexpr double kMeanRate = 0.12;  // mean fraction of groups in a burst
+  constexpr double kPersist = 0.8;    // P(on → on): mean window 5 steps
+  constexpr double kNoise = 0.03;     // one-hit probability per group and step
   Trace t;
   t.n_layer = n_layer;
   t.n_groups = n_groups;
@@ -73,8 +73,10 @@ Trace MakeTrace(int n_layer, int n_groups, int n_steps, uint64_t seed) {
         const double p = zipf[rank[g]];
         const double p_start = p * (1 - kPersist) / (1 - p);  // stationary rate p
         on[g] = on[g] ? u(rng) < kPersist : u(rng) < p_start;
-        if (on[g]) a[g] = static_cast<float>(0.3 + 0.7 * u(rng));
-        else if (u(rng) < kNoise) a[g] = static_cast<float>(0.05 + 0.25 * u(rng));
+        if (on[g])
+          a[g] = static_cast<float>(0.3 + 0.7 * u(rng));
+        else if (u(rng) < kNoise)
+          a[g] = static_cast<float>(0.05 + 0.25 * u(rng));
       }
     }
   }
@@ -166,6 +168,7 @@ TEST_CASE("Replay: hit rate and reads per policy on a synthetic sequence", "[pol
       {"static", {}, ""},
       {"lru", {}, ""},
       {"lfu", {}, ""},
+      {"topk", {}, ""},
       {"tam", {}, "λ 0.8"},
       {"tam-t", {}, "λ 0.8"},
       {"tam", lam5, "λ 0.5"},
@@ -178,9 +181,10 @@ TEST_CASE("Replay: hit rate and reads per policy on a synthetic sequence", "[pol
       {"tam-adaptive", {}, "λ0 0.8"},
       {"tam-t-adaptive", {}, "λ0 0.8"},
   };
-  std::printf("\nreplay: %d layers × %d groups × %d steps; hits are needed groups already resident;\n"
-              "reads = one-shot + loads (bundles per layer-step); useless = loads evicted unhit\n",
-              kLayers, kGroups, kSteps);
+  std::printf(
+      "\nreplay: %d layers × %d groups × %d steps; hits are needed groups already resident;\n"
+      "reads = one-shot + loads (bundles per layer-step); useless = loads evicted unhit\n",
+      kLayers, kGroups, kSteps);
   for (int slots : {kGroups / 8, kGroups / 4, kGroups / 2}) {
     std::printf("\nK = %d slots per layer\n%-16s %-16s %7s %9s %7s %7s %8s %6s\n", slots, "policy",
                 "options", "hit%", "w-hit%", "loads", "reads", "useless%", "λ");
@@ -201,10 +205,11 @@ TEST_CASE("Replay: hit rate and reads per policy on a synthetic sequence", "[pol
   auto cpu_heavy = test_util::Make("tam-adaptive");
   const Result io = Replay(t, *io_heavy, kGroups / 4, /*compute_per_group=*/0.01);
   const Result cpu = Replay(t, *cpu_heavy, kGroups / 4, /*compute_per_group=*/100.0);
-  std::printf("\ntam-adaptive, K = %d: io-heavy λ %.3f hit %.2f%% reads %.2f | cpu-heavy λ %.3f "
-              "hit %.2f%% reads %.2f\n",
-              kGroups / 4, io.mean_lambda, 100 * io.hit_rate, io.reads_per_step, cpu.mean_lambda,
-              100 * cpu.hit_rate, cpu.reads_per_step);
+  std::printf(
+      "\ntam-adaptive, K = %d: io-heavy λ %.3f hit %.2f%% reads %.2f | cpu-heavy λ %.3f "
+      "hit %.2f%% reads %.2f\n",
+      kGroups / 4, io.mean_lambda, 100 * io.hit_rate, io.reads_per_step, cpu.mean_lambda,
+      100 * cpu.hit_rate, cpu.reads_per_step);
   CHECK(io.mean_lambda > cpu.mean_lambda);
 }
 
@@ -220,7 +225,8 @@ TEST_CASE("Replay: with every group resident, nothing misses (except tam-t)", "[
   }
 }
 
-TEST_CASE("Replay: TAM never loads pure one-hit wonders; LRU loads every one", "[policy][replay]") {
+TEST_CASE("Replay: TAM never loads pure one-hit wonders; LRU and Top-K load every one",
+          "[policy][replay]") {
   // Each step one group fires, each group at most once, never in adjacent
   // steps: a sequence made only of one-hit wonders.
   constexpr int kGroups = 64;
@@ -230,11 +236,15 @@ TEST_CASE("Replay: TAM never loads pure one-hit wonders; LRU loads every one", "
   t.n_steps = kGroups;
   t.a.assign(static_cast<size_t>(kGroups) * kGroups, 0.0f);
   t.frequency.assign(kGroups, 0.0f);
-  for (int s = 0; s < kGroups; ++s) t.a[static_cast<size_t>(s) * kGroups + (s * 37) % kGroups] = 1.0f;
-  auto lru = test_util::Make("lru");
-  const Result lru_res = Replay(t, *lru, 8, 0.25);
-  CHECK(lru_res.loads_per_step == lru_res.reads_per_step);  // every miss is loaded
-  CHECK(lru_res.loads_per_step >= 1.0 - 8.0 / kGroups);
+  for (int s = 0; s < kGroups; ++s)
+    t.a[static_cast<size_t>(s) * kGroups + (s * 37) % kGroups] = 1.0f;
+  for (const char* name : {"lru", "topk"}) {
+    auto eager = test_util::Make(name);
+    const Result res = Replay(t, *eager, 8, 0.25);
+    INFO(name);
+    CHECK(res.loads_per_step == res.reads_per_step);  // every miss is loaded
+    CHECK(res.loads_per_step >= 1.0 - 8.0 / kGroups);
+  }
   for (std::string_view name : PolicyNames()) {
     if (!name.starts_with("tam")) continue;
     auto tam = test_util::Make(name);

@@ -140,7 +140,7 @@ TEST_CASE("sim: at a 100 % budget every needed group is a hit", "[sim][property]
   std::remove(path.c_str());
   // tam-t (and tam-t-adaptive) evict residents whose score fell below τ even
   // with free slots, by design, so they can miss at any budget.
-  for (const char* name : {"static", "lru", "lfu", "tam", "tam-adaptive"}) {
+  for (const char* name : {"static", "lru", "lfu", "topk", "tam", "tam-adaptive"}) {
     SimConfig config;
     config.policy = name;
     config.budget = 1.0;
