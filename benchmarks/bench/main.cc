@@ -410,13 +410,46 @@ class Bench {
         const int n_layer = d->residency().n_layer();
         for (int l = 0; l < n_layer; ++l) lambda += d->policy().lambda(l) / n_layer;
         r.device_lambda_mean = lambda;
+        r.device_upload_ms_per_token = static_cast<double>(ds.upload_ns) * 1e-6 / tokens;
+        r.device_compute_ms_per_token = static_cast<double>(ds.compute_ns) * 1e-6 / tokens;
+        r.device_download_ms_per_token = static_cast<double>(ds.download_ns) * 1e-6 / tokens;
+        r.device_load_gb_per_s = ds.load_ns > 0 ? static_cast<double>(ds.load_bytes_timed) /
+                                                      static_cast<double>(ds.load_ns)
+                                                : 0.0;
       }
+      StallBreakdown(*sp, n_gen, r);
     }
     r.kv_bytes_per_token = Summarize(kv_bytes).mean;
     r.bw_dram_gbps = Summarize(dram).median;
     r.bw_cache_gbps = Summarize(cache).median;
     r.profile = ToOpTimes(op_sum, static_cast<int64_t>(n_gen) * args_.repetitions);
     return r;
+  }
+
+  // Where the timed tokens' time went, per token (report.h). Needs r.samples_ns.
+  void StallBreakdown(const SparseRuntime& sp, int n_gen, TestResult& r) {
+    const BundleTier* tier = sp.tier();
+    const DeviceFfn* d = engine_.device_ffn();
+    if (tier == nullptr && d == nullptr) return;
+    const double tokens = static_cast<double>(n_gen) * args_.repetitions;
+    double wall_ns = 0;
+    for (int64_t ns : r.samples_ns) wall_ns += static_cast<double>(ns);
+    const auto ms = [&](int64_t ns) { return static_cast<double>(ns) * 1e-6 / tokens; };
+    r.stall = true;
+    if (d != nullptr) {
+      const DeviceFfnStats& ds = d->stats();
+      r.stall_cpu_ms_per_token = ms(ds.cpu_ns);
+      r.stall_gpu_ms_per_token = ms(ds.gpu_ns);
+      r.stall_h2d_critical_ms_per_token = ms(ds.h2d_critical_ns);
+      r.stall_h2d_background_ms_per_token = ms(ds.h2d_background_ns);
+    } else {
+      r.stall_cpu_ms_per_token = ms(tier->stats().compute_ns);  // Acquire → Release
+    }
+    r.stall_disk_ms_per_token = tier != nullptr ? ms(tier->stats().io_wait_ns) : 0.0;
+    r.stall_other_ms_per_token =
+        wall_ns * 1e-6 / tokens -
+        (r.stall_cpu_ms_per_token + r.stall_gpu_ms_per_token + r.stall_h2d_critical_ms_per_token +
+         r.stall_h2d_background_ms_per_token + r.stall_disk_ms_per_token);
   }
 
   // tg with the default sampler choosing each next token from the logits.

@@ -136,6 +136,25 @@ void PrintMarkdown(const RunInfo& run, const std::vector<TestResult>& results, s
                     r.device_lambda_mean > 0 ? absl::StrFormat(", λ %.3f", r.device_lambda_mean)
                                              : "");
     }
+    if (r.device_ffn) {
+      absl::FPrintF(out,
+                    "%s: device-timed per token: %.3f ms uploads, %.3f ms kernels, %.3f ms "
+                    "downloads (critical copies and kernels, waited for or not)%s\n",
+                    r.name, r.device_upload_ms_per_token, r.device_compute_ms_per_token,
+                    r.device_download_ms_per_token,
+                    r.device_load_gb_per_s > 0
+                        ? absl::StrFormat("; bundle loads at %.2f GB/s on the background stream",
+                                          r.device_load_gb_per_s)
+                        : "");
+    }
+    if (r.stall) {
+      absl::FPrintF(out,
+                    "%s: where a token's time went (ms): cpu %.3f | gpu %.3f | h2d critical "
+                    "%.3f | h2d background %.3f | disk %.3f | other %.3f\n",
+                    r.name, r.stall_cpu_ms_per_token, r.stall_gpu_ms_per_token,
+                    r.stall_h2d_critical_ms_per_token, r.stall_h2d_background_ms_per_token,
+                    r.stall_disk_ms_per_token, r.stall_other_ms_per_token);
+    }
     if (r.prefill_weight_bytes > 0) {
       absl::FPrintF(out, "%s: oneDNN bf16 prefill, %.2f MiB of bf16 weight copies\n", r.name,
                     static_cast<double>(r.prefill_weight_bytes) / kBytesPerMiB);
@@ -233,6 +252,18 @@ nlohmann::ordered_json TestObject(const RunInfo& run, const TestResult& r) {
       j["kx_device_cpu_ms_per_token"] = r.device_cpu_ms_per_token;
       j["kx_device_load_wait_ms_per_token"] = r.device_load_wait_ms_per_token;
       j["kx_device_lambda_mean"] = r.device_lambda_mean;
+      j["kx_device_upload_ms_per_token"] = r.device_upload_ms_per_token;
+      j["kx_device_compute_ms_per_token"] = r.device_compute_ms_per_token;
+      j["kx_device_download_ms_per_token"] = r.device_download_ms_per_token;
+      j["kx_device_load_gb_per_s"] = r.device_load_gb_per_s;
+    }
+    if (r.stall) {
+      j["kx_stall_cpu_ms_per_token"] = r.stall_cpu_ms_per_token;
+      j["kx_stall_gpu_ms_per_token"] = r.stall_gpu_ms_per_token;
+      j["kx_stall_h2d_critical_ms_per_token"] = r.stall_h2d_critical_ms_per_token;
+      j["kx_stall_h2d_background_ms_per_token"] = r.stall_h2d_background_ms_per_token;
+      j["kx_stall_disk_ms_per_token"] = r.stall_disk_ms_per_token;
+      j["kx_stall_other_ms_per_token"] = r.stall_other_ms_per_token;
     }
   }
   if (r.n_prompt > 0) {

@@ -75,6 +75,22 @@ struct TestResult {
   double device_cpu_ms_per_token = 0.0;   // the CPU's share of the split FFN
   double device_load_wait_ms_per_token = 0.0;  // three tiers: waits for loads from RAM slots
   double device_lambda_mean = 0.0;
+  // Device-timed parts per token (timing events; docs/device.md): the critical uploads, the
+  // kernels, the partial sums' downloads, and the bundle loads' rate on the background stream.
+  double device_upload_ms_per_token = 0.0;
+  double device_compute_ms_per_token = 0.0;
+  double device_download_ms_per_token = 0.0;
+  double device_load_gb_per_s = 0.0;  // 0: no load batch timed
+  // tg with a RAM tier or the split FFN: where each token's time went (docs/device.md,
+  // "Where the time goes"). The tags add up to the token's wall time: other is the rest
+  // (attention, norms, the LM head, sampling, the waits no part covers).
+  bool stall = false;
+  double stall_cpu_ms_per_token = 0.0;             // the CPU computing its FFN share
+  double stall_gpu_ms_per_token = 0.0;             // waiting for the device's kernels
+  double stall_h2d_critical_ms_per_token = 0.0;    // ... for the critical copies (up and down)
+  double stall_h2d_background_ms_per_token = 0.0;  // ... for bundle loads (queueing, RAM slots)
+  double stall_disk_ms_per_token = 0.0;            // the RAM tier waiting for reads
+  double stall_other_ms_per_token = 0.0;
 
   std::vector<OpTime> profile;
 

@@ -21,7 +21,8 @@
 //   --device-profile NAME        the sim device's hardware profile
 //   --vram-ffn SIZE|PCT          the split FFN's device slots
 //   --device-policy NAME         which FFN groups hold device slots
-//   --device-log PATH            CSV per layer step of the split FFN (not in kairox-chat)
+//   --device-log PATH            CSV per layer step of the split FFN and its stall tags (not in
+//                                kairox-chat)
 // Header-only, for the programs.
 #pragma once
 
@@ -133,7 +134,8 @@ void AddSparseOptions(CLI::App& app, Options* o) {
   if constexpr (kEngine) {
     app.add_option("--device-log", o->device_log,
                    "CSV per layer step of the split FFN: lambda, resident, needed, on device, "
-                   "loads, evictions, bytes, device wait, CPU time")
+                   "loads, evictions, bytes, device wait, CPU time, then the stall tags (gpu, "
+                   "h2d critical/background, disk, other) and the device-timed parts")
         ->type_name("PATH")
         ->group(device);
     app.add_option("--device-profile", o->device_profile,

@@ -150,6 +150,28 @@ kx_cuda_status EventCreate(void** event) {
   });
 }
 
+kx_cuda_status TimingEventCreate(void** event) {
+  if (event == nullptr) return InvalidArgument("timing_event_create: event is NULL");
+  return Guarded([&]() -> kx_cuda_status {
+    cudaEvent_t e = nullptr;
+    KX_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDefault));
+    *event = e;
+    return KX_CUDA_OK;
+  });
+}
+
+kx_cuda_status EventElapsedMs(void* start, void* end, float* ms) {
+  if (start == nullptr || end == nullptr || ms == nullptr) {
+    return InvalidArgument("event_elapsed_ms: start, end and ms must be non-NULL");
+  }
+  return Guarded([&]() -> kx_cuda_status {
+    float elapsed = 0.0f;
+    KX_CUDA_CHECK(cudaEventElapsedTime(&elapsed, AsEvent(start), AsEvent(end)));
+    *ms = elapsed;
+    return KX_CUDA_OK;
+  });
+}
+
 kx_cuda_status EventDestroy(void* event) {
   if (event == nullptr) return KX_CUDA_OK;
   return Guarded([&]() -> kx_cuda_status {
@@ -309,6 +331,8 @@ const kx_cuda_api kApi = {
     /*host_free_pinned=*/HostFreePinned,
     /*mem_get_info=*/MemGetInfo,
     /*find_op=*/FindOpEntry,
+    /*timing_event_create=*/TimingEventCreate,
+    /*event_elapsed_ms=*/EventElapsedMs,
 };
 
 }  // namespace

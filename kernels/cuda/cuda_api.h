@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define KX_CUDA_ABI_VERSION 2u
+#define KX_CUDA_ABI_VERSION 3u
 #define KX_CUDA_GET_API_SYMBOL "kx_cuda_get_api"
 #define KX_CUDA_MODULE_NAME "libkairox_cuda.so"
 
@@ -141,6 +141,16 @@ typedef struct kx_cuda_api {
    *   kx_cuda_status (*)(const kx_cuda_<op>_args* args, void* stream)
    * declared in kernels/cuda/<op>.cuh. Never fails otherwise; no last_error. */
   void* (*find_op)(const char* name);
+
+  /* ---- ABI 3: timed events (the split FFN's stall attribution, lib/engine/device_ffn.h) ---
+   * An event that records when it completes (cudaEventCreateWithFlags(cudaEventDefault)):
+   * costlier to record than event_create's, so only the few events that are timed use it. */
+  kx_cuda_status (*timing_event_create)(void** event);
+  /* *ms = milliseconds from `start`'s latest record to `end`'s (cudaEventElapsedTime; about
+   * 0.5 us resolution; negative when `end` completed first). Both must be timing events that
+   * were recorded and have completed; an error otherwise (cudaErrorNotReady when one is still
+   * pending), which does not poison the device. */
+  kx_cuda_status (*event_elapsed_ms)(void* start, void* end, float* ms);
 } kx_cuda_api;
 
 /* Returns the table, or NULL when the module is older than `abi_version`. The table is

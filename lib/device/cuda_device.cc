@@ -114,11 +114,21 @@ void CudaDevice::DoFreePinned(void* ptr, uint64_t bytes) {
 
 absl::Status CudaDevice::DoPoison(void* ptr, uint64_t bytes) { return absl::OkStatus(); }
 
-absl::StatusOr<void*> CudaDevice::DoCreateEvent() {
+absl::StatusOr<void*> CudaDevice::DoCreateEvent(bool timing) {
   KX_RETURN_IF_ERROR(MakeCurrent());
   void* e = nullptr;
-  KX_RETURN_IF_ERROR(CudaCall(api_, api_.event_create(&e), "cudaEventCreateWithFlags"));
+  KX_RETURN_IF_ERROR(CudaCall(api_, timing ? api_.timing_event_create(&e) : api_.event_create(&e),
+                              "cudaEventCreateWithFlags"));
   return e;
+}
+
+absl::StatusOr<double> CudaDevice::DoEventElapsedSeconds(void* start, void* end) {
+  float ms = 0.0f;
+  absl::Status st = CudaCall(api_, api_.event_elapsed_ms(start, end, &ms), "cudaEventElapsedTime");
+  // The module maps cudaErrorNotReady (a record still pending) to a runtime error; say what
+  // the interface promises instead.
+  if (!st.ok()) return absl::FailedPreconditionError(st.message());
+  return static_cast<double>(ms) * 1e-3;
 }
 
 void CudaDevice::DoDestroyEvent(void* event) {

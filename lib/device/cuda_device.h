@@ -49,7 +49,8 @@ class CudaDevice final : public Device {
   absl::StatusOr<void*> DoAllocPinned(uint64_t bytes) override;
   void DoFreePinned(void* ptr, uint64_t bytes) override;
   absl::Status DoPoison(void* ptr, uint64_t bytes) override;
-  absl::StatusOr<void*> DoCreateEvent() override;
+  absl::StatusOr<void*> DoCreateEvent(bool timing) override;
+  absl::StatusOr<double> DoEventElapsedSeconds(void* start, void* end) override;
   void DoDestroyEvent(void* event) override;
   absl::Status DoRecordEvent(StreamKind stream, void* event) override;
   absl::Status DoStreamWaitEvent(StreamKind stream, void* event) override;

@@ -189,8 +189,12 @@ absl::Status Device::Poison(const DeviceBuffer& buffer, uint64_t offset, uint64_
   return DoPoison(static_cast<uint8_t*>(buffer.ptr_) + offset, bytes);
 }
 
-absl::StatusOr<Event> Device::CreateEvent() {
-  KX_ASSIGN_OR_RETURN(void* handle, DoCreateEvent());
+absl::StatusOr<Event> Device::CreateEvent() { return NewEvent(/*timing=*/false); }
+
+absl::StatusOr<Event> Device::CreateTimingEvent() { return NewEvent(/*timing=*/true); }
+
+absl::StatusOr<Event> Device::NewEvent(bool timing) {
+  KX_ASSIGN_OR_RETURN(void* handle, DoCreateEvent(timing));
   Event event;
   event.owner_ = this;
   event.handle_ = handle;
@@ -231,6 +235,12 @@ absl::Status Device::StreamWaitEvent(StreamKind stream, const Event& event) {
 absl::Status Device::EventSynchronize(const Event& event) {
   KX_RETURN_IF_ERROR(CheckEvent(event, "EventSynchronize"));
   return DoEventSynchronize(event.handle_);
+}
+
+absl::StatusOr<double> Device::EventElapsedSeconds(const Event& start, const Event& end) {
+  KX_RETURN_IF_ERROR(CheckEvent(start, "EventElapsedSeconds"));
+  KX_RETURN_IF_ERROR(CheckEvent(end, "EventElapsedSeconds"));
+  return DoEventElapsedSeconds(start.handle_, end.handle_);
 }
 
 absl::StatusOr<bool> Device::EventQuery(const Event& event) {

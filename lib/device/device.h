@@ -121,8 +121,9 @@ class DeviceBuffer {
   std::string what_;
 };
 
-// An event from Device::CreateEvent (a cudaEvent_t without timing): move-only, destroyed
-// with the handle. Before its first RecordEvent it counts as complete.
+// An event from Device::CreateEvent (a cudaEvent_t without timing) or CreateTimingEvent
+// (with: EventElapsedSeconds reads it): move-only, destroyed with the handle. Before its
+// first RecordEvent it counts as complete.
 class Event {
  public:
   Event() = default;
@@ -179,6 +180,15 @@ class Device {
   absl::Status Poison(const DeviceBuffer& buffer, uint64_t offset, uint64_t bytes);
 
   absl::StatusOr<Event> CreateEvent();
+  // An event that also notes when its latest record completed, for EventElapsedSeconds.
+  // cuda: cudaEventDefault (recording it costs more than a plain event's), so only events
+  // that are timed should be made this way; sim: the worker's steady-clock time.
+  absl::StatusOr<Event> CreateTimingEvent();
+  // Seconds from `start`'s latest record completing to `end`'s (cudaEventElapsedTime;
+  // negative when `end` completed first). Both must be timing events of this device whose
+  // latest records have completed: FailedPrecondition when one was never recorded or is still
+  // pending, InvalidArgument for an event without timing. Such an error is not sticky.
+  absl::StatusOr<double> EventElapsedSeconds(const Event& start, const Event& end);
   // Captures the work enqueued on `stream` so far; the event completes when that work has.
   absl::Status RecordEvent(StreamKind stream, Event& event);
   // Work enqueued on `stream` after this call starts only once the event's latest record
@@ -225,7 +235,8 @@ class Device {
   virtual absl::StatusOr<void*> DoAllocPinned(uint64_t bytes) = 0;
   virtual void DoFreePinned(void* ptr, uint64_t bytes) = 0;
   virtual absl::Status DoPoison(void* ptr, uint64_t bytes) = 0;
-  virtual absl::StatusOr<void*> DoCreateEvent() = 0;
+  virtual absl::StatusOr<void*> DoCreateEvent(bool timing) = 0;
+  virtual absl::StatusOr<double> DoEventElapsedSeconds(void* start, void* end) = 0;
   virtual void DoDestroyEvent(void* event) = 0;
   virtual absl::Status DoRecordEvent(StreamKind stream, void* event) = 0;
   virtual absl::Status DoStreamWaitEvent(StreamKind stream, void* event) = 0;
@@ -244,6 +255,7 @@ class Device {
   friend class Event;
   void ReleaseBuffer(DeviceBuffer& buffer);
   void ReleaseEvent(Event& event);
+  absl::StatusOr<Event> NewEvent(bool timing);
   absl::Status CheckEvent(const Event& event, const char* call) const;
 
   const DeviceKind kind_;

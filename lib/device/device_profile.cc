@@ -65,6 +65,11 @@ absl::StatusOr<DeviceProfile> ParseProfile(const Json& p, std::string_view sourc
   out.d2h_bytes_per_s = d2h * kGigabyte;
   out.copy_latency_s = lat * kMicrosecond;
   out.device_bytes_per_s = dev * kGigabyte;
+  // Optional (older files lack it): false keeps every stream on its own copy engine.
+  if (auto link = p.find("shared_h2d_link"); link != p.end()) {
+    if (!link->is_boolean()) return KeyError(source, name, "shared_h2d_link", "must be a boolean");
+    out.shared_h2d_link = link->get<bool>();
+  }
   return out;
 }
 

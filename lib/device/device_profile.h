@@ -5,9 +5,11 @@
 // schema (a "default" name and a "profiles" object of name -> profile):
 //
 //   "rtx4090-pcie4": {"description": "...", "memory": "24GiB", "h2d_gb_per_s": 24.0,
-//                     "d2h_gb_per_s": 24.0, "copy_latency_us": 10.0, "device_gb_per_s": 1008.0}
+//                     "d2h_gb_per_s": 24.0, "copy_latency_us": 10.0, "device_gb_per_s": 1008.0,
+//                     "shared_h2d_link": true}
 //
-// Every key is required; errors name the file, the profile and the key.
+// Every key is required but shared_h2d_link (default false); errors name the file, the
+// profile and the key.
 //
 // Usage:
 //   KX_ASSIGN_OR_RETURN(kx::DeviceProfile p, kx::LoadDeviceProfile(""));  // the default
@@ -37,6 +39,9 @@ struct DeviceProfile {
   double d2h_bytes_per_s = 0.0;
   double copy_latency_s = 0.0;      // per host<->device copy, before the first byte lands
   double device_bytes_per_s = 0.0;  // device memory; a device-to-device copy moves 2x bytes
+  // sim: host-to-device copies of every stream share one link, one at a time, critical first
+  // (sim_device.h); false: each stream has its own copy engine (no contention).
+  bool shared_h2d_link = false;
 
   // The modelled duration of one copy: latency + bytes / bandwidth for host<->device;
   // 2 * bytes / device bandwidth (a read and a write) for device-to-device.

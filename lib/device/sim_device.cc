@@ -38,6 +38,8 @@ struct SimEvent {
   uint64_t recorded = 0;
   uint64_t completed = 0;
   uint64_t pending = 0;
+  bool timing = false;
+  Clock::time_point completed_at;  // when the latest completed record ran (timing events)
 };
 
 enum class CommandType : uint8_t { kCopy, kMemset, kOp, kRecord, kWait };
@@ -103,6 +105,32 @@ struct SimDevice::Impl final : SimMemory {
   absl::Status sticky;  // the first error of queued work
 
   SimStream streams[kStreamCount];
+
+  // The shared host-to-device link (profile.shared_h2d_link): one copy holds it at a time;
+  // critical-first, so a critical copy waits for at most the one in flight.
+  std::mutex link_mu;
+  std::condition_variable link_cv;
+  bool link_busy = false;
+  int critical_waiting = 0;
+
+  void AcquireLink(StreamKind kind) {
+    std::unique_lock<std::mutex> lock(link_mu);
+    if (kind == StreamKind::kBackground) {
+      link_cv.wait(lock, [&] { return !link_busy && critical_waiting == 0; });
+    } else {
+      ++critical_waiting;
+      link_cv.wait(lock, [&] { return !link_busy; });
+      --critical_waiting;
+    }
+    link_busy = true;
+  }
+  void ReleaseLink() {
+    {
+      std::lock_guard<std::mutex> lock(link_mu);
+      link_busy = false;
+    }
+    link_cv.notify_all();
+  }
 
   void SetSticky(absl::Status status) {
     std::lock_guard<std::mutex> lock(status_mu);
@@ -217,7 +245,10 @@ struct SimDevice::Impl final : SimMemory {
       }
       case CommandType::kRecord: {
         std::lock_guard<std::mutex> lock(events_mu);
-        c.event->completed = std::max(c.event->completed, c.generation);
+        if (c.generation > c.event->completed) {
+          c.event->completed = c.generation;
+          if (c.event->timing) c.event->completed_at = Clock::now();
+        }
         --c.event->pending;
         events_cv.notify_all();
         return;
@@ -239,8 +270,15 @@ struct SimDevice::Impl final : SimMemory {
     std::uniform_real_distribution<double> spread(1.0 - jitter, 1.0 + jitter);
     const double factor = jitter > 0.0 ? spread(s.rng) : 1.0;
     const double seconds = options.profile.CopySeconds(c.bytes, c.direction) * factor;
+    const bool on_link =
+        options.profile.shared_h2d_link && c.direction == CopyDirection::kHostToDevice;
+    if (on_link) AcquireLink(s.kind);
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    Land(s, c);
+    if (on_link) ReleaseLink();
+  }
 
+  void Land(SimStream& s, const Command& c) {
     std::lock_guard<std::mutex> lock(mem_mu);
     const bool dst_device = c.direction != CopyDirection::kDeviceToHost;
     const bool src_device = c.direction != CopyDirection::kHostToDevice;
@@ -399,7 +437,31 @@ uint64_t SimDevice::skipped_waits() const { return impl_->skipped.load(); }
 
 // ---- Events and streams --------------------------------------------------------------------
 
-absl::StatusOr<void*> SimDevice::DoCreateEvent() { return new SimEvent(); }
+absl::StatusOr<void*> SimDevice::DoCreateEvent(bool timing) {
+  auto* e = new SimEvent();
+  e->timing = timing;
+  return e;
+}
+
+absl::StatusOr<double> SimDevice::DoEventElapsedSeconds(void* start, void* end) {
+  const auto* a = static_cast<const SimEvent*>(start);
+  const auto* b = static_cast<const SimEvent*>(end);
+  if (!a->timing || !b->timing) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name(),
+                     ": EventElapsedSeconds: an event without timing (CreateEvent); "
+                     "use CreateTimingEvent"));
+  }
+  std::lock_guard<std::mutex> lock(impl_->events_mu);
+  for (const SimEvent* e : {a, b}) {
+    if (e->recorded == 0 || e->completed < e->recorded) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          name(), ": EventElapsedSeconds: an event ",
+          e->recorded == 0 ? "that was never recorded" : "whose latest record is pending"));
+    }
+  }
+  return std::chrono::duration<double>(b->completed_at - a->completed_at).count();
+}
 
 void SimDevice::DoDestroyEvent(void* event) {
   auto* e = static_cast<SimEvent*>(event);

@@ -15,6 +15,14 @@
 //   the worker; its bytes move when it lands, at the end of that time, not when it is
 //   enqueued. So reading a destination before the copy's event completes sees poison or
 //   stale bytes, and copies on different streams complete in either order.
+// - The host-to-device link: with profile.shared_h2d_link, host-to-device copies on every
+//   stream take one link in turn (PCIe moves one transfer's bytes at a time, as kairox-sim's
+//   link does): a critical (or compute-stream) copy waits for the copy in flight, at most one
+//   background bundle, and queued background copies do not start while a critical one waits.
+//   Without it each stream copies on its own engine. Device-to-host copies never share with
+//   host-to-device ones (PCIe is full duplex).
+// - Timing events (CreateTimingEvent) note the steady-clock time their record ran on the
+//   worker; EventElapsedSeconds subtracts two such times.
 // - Ops run on their stream's worker through sim_ops.h, with no modelled compute time.
 //   Landings, memsets, ops and Peek hold one lock over the arena's contents, so a missing
 //   event gives wrong values, never a data race inside the simulator itself.
@@ -87,7 +95,8 @@ class SimDevice final : public Device {
   absl::StatusOr<void*> DoAllocPinned(uint64_t bytes) override;
   void DoFreePinned(void* ptr, uint64_t bytes) override;
   absl::Status DoPoison(void* ptr, uint64_t bytes) override;
-  absl::StatusOr<void*> DoCreateEvent() override;
+  absl::StatusOr<void*> DoCreateEvent(bool timing) override;
+  absl::StatusOr<double> DoEventElapsedSeconds(void* start, void* end) override;
   void DoDestroyEvent(void* event) override;
   absl::Status DoRecordEvent(StreamKind stream, void* event) override;
   absl::Status DoStreamWaitEvent(StreamKind stream, void* event) override;

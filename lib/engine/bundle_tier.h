@@ -142,6 +142,9 @@ class BundleTier {
   const policy::Residency& residency() const { return *residency_; }
   const TierStats& stats() const { return stats_; }
   const LayerStep& last_step(int layer) const { return layers_[layer].step; }
+  // The wait for reads of `layer`'s latest Acquire (its step's io_wait_ns, known before
+  // Release): the split FFN's disk tag under three tiers.
+  int64_t acquire_wait_ns(int layer) const { return layers_[layer].wait_ns; }
   void ResetStats() { stats_ = TierStats{}; }
   // The first read error (sticky; decode results after it are not valid).
   const absl::Status& status() const { return status_; }

@@ -148,12 +148,19 @@ absl::Status DeviceFfn::Init() {
   h_kept_ = reinterpret_cast<uint32_t*>(h + c.kept);
   h_slots_ = reinterpret_cast<int32_t*>(h + c.slots);
   h_masks_ = reinterpret_cast<uint32_t*>(h + c.masks);
-  KX_ASSIGN_OR_RETURN(uploaded_, device_.CreateEvent());
-  KX_ASSIGN_OR_RETURN(computed_, device_.CreateEvent());
-  KX_ASSIGN_OR_RETURN(returned_, device_.CreateEvent());
+  if (absl::StatusOr<DeviceInfo> info = device_.Info(); info.ok()) {
+    upload_hint_bytes_per_s_ = info->h2d_bytes_per_s;
+    upload_hint_latency_s_ = info->copy_latency_s;
+  }
+  KX_ASSIGN_OR_RETURN(started_, device_.CreateTimingEvent());
+  KX_ASSIGN_OR_RETURN(uploaded_, device_.CreateTimingEvent());
+  KX_ASSIGN_OR_RETURN(computed_, device_.CreateTimingEvent());
+  KX_ASSIGN_OR_RETURN(returned_, device_.CreateTimingEvent());
+  KX_ASSIGN_OR_RETURN(bg_tail_, device_.CreateEvent());
   layers_.resize(n_layer_);
   for (LayerState& layer : layers_) {
-    KX_ASSIGN_OR_RETURN(layer.loaded, device_.CreateEvent());
+    KX_ASSIGN_OR_RETURN(layer.loaded, device_.CreateTimingEvent());
+    KX_ASSIGN_OR_RETURN(layer.load_started, device_.CreateTimingEvent());
   }
   pinned_.reserve(n_groups_);
   intensity_.assign(n_groups_, 0.0f);
@@ -169,7 +176,8 @@ absl::Status DeviceFfn::Init() {
     }
     std::fprintf(log_,
                  "token,layer,lambda,resident,groups_needed,on_device,loads,evictions,"
-                 "bytes_loaded,device_wait_ns,cpu_ns\n");
+                 "bytes_loaded,device_wait_ns,cpu_ns,gpu_ns,h2d_critical_ns,h2d_background_ns,"
+                 "disk_ns,other_ns,upload_ns,compute_ns,download_ns\n");
   }
   Log().info("device FFN on {}: {} of {} groups per layer in device slots ({}), policy {}",
              device_.name(), slots_per_layer_, n_groups_,
@@ -241,6 +249,7 @@ absl::Status DeviceFfn::CompleteLoads(int layer) {
     }
   }
   L.loads_pending = false;
+  TimeLoads(layer);
   return absl::OkStatus();
 }
 
@@ -295,6 +304,11 @@ absl::Status DeviceFfn::RunBegin(int layer, const uint32_t* masks, const float* 
   const sparse::BundleLayout& lay = sidecar_.layer(layer).layout;
   uint8_t* arena = SlotPtr(layer, 0);
   CpuInput(x, h_x_);
+  // Whether the upload may queue behind bundle loads on a shared copy engine (the wait is
+  // split by it in End); a query error only counts as busy.
+  absl::StatusOr<bool> bg_idle = device_.EventQuery(bg_tail_);
+  bg_busy_ = !bg_idle.ok() || !*bg_idle;
+  KX_RETURN_IF_ERROR(device_.RecordEvent(StreamKind::kCritical, started_));
   KX_RETURN_IF_ERROR(device_.CopyH2D(StreamKind::kCritical, d_x_, h_x_, sizeof(float) * n_embd_));
   KX_RETURN_IF_ERROR(
       device_.CopyH2D(StreamKind::kCritical, d_slots_, h_slots_, sizeof(int32_t) * n));
@@ -363,6 +377,7 @@ absl::Status DeviceFfn::RunBegin(int layer, const uint32_t* masks, const float* 
   // Three tiers: this step's loads copy from the host tier's buffers now (see Balance).
   if (transient_host_) {
     int64_t issued = 0;
+    bool timed = false;
     for (int s = 0; s < slots_per_layer_; ++s) {
       if (residency_->state(layer, s) != policy::SlotState::kLoading) continue;
       const int g = residency_->group_of(layer, s);
@@ -374,13 +389,13 @@ absl::Status DeviceFfn::RunBegin(int layer, const uint32_t* masks, const float* 
         continue;
       }
       load_src_[g] = src;
+      if (!timed) KX_RETURN_IF_ERROR(StartLoadBatch(layer));
+      timed = true;
       KX_RETURN_IF_ERROR(device_.CopyH2D(StreamKind::kBackground, SlotPtr(layer, s), src, stride_));
+      L.load_bytes += static_cast<int64_t>(stride_);
       ++issued;
     }
-    if (issued > 0) {
-      KX_RETURN_IF_ERROR(device_.RecordEvent(StreamKind::kBackground, L.loaded));
-      L.loads_pending = true;
-    }
+    if (issued > 0) KX_RETURN_IF_ERROR(EndLoadBatch(layer));
   }
   return absl::OkStatus();
 }
@@ -426,6 +441,7 @@ absl::Status DeviceFfn::Balance(int layer) {
         stride_));
   }
   const sparse::Sidecar::Layer& SL = sidecar_.layer(layer);
+  if (!plan_.load.empty() && !transient_host_) KX_RETURN_IF_ERROR(StartLoadBatch(layer));
   for (int32_t g : plan_.load) {
     const int slot = residency_->free_slot(layer);
     KX_CHECK_MSG(slot >= 0, "device FFN: the policy's plan exceeds the slots");
@@ -437,11 +453,9 @@ absl::Status DeviceFfn::Balance(int layer) {
     // One copy per bundle: a critical copy behind them waits at most one bundle.
     KX_RETURN_IF_ERROR(device_.CopyH2D(StreamKind::kBackground, SlotPtr(layer, slot),
                                        SL.bundles + stride_ * static_cast<uint64_t>(g), stride_));
+    L.load_bytes += static_cast<int64_t>(stride_);
   }
-  if (!plan_.load.empty() && !transient_host_) {
-    KX_RETURN_IF_ERROR(device_.RecordEvent(StreamKind::kBackground, L.loaded));
-    L.loads_pending = true;
-  }
+  if (!plan_.load.empty() && !transient_host_) KX_RETURN_IF_ERROR(EndLoadBatch(layer));
   DeviceFfnLayerStep& last = L.last;
   last.loads = static_cast<int64_t>(plan_.load.size());
   last.evictions = static_cast<int64_t>(plan_.evict.size());
@@ -479,14 +493,28 @@ absl::Status DeviceFfn::RunEnd(int layer, float* y) {
   pinned_.clear();
   const int64_t t1 = NowNs();
   L.last.wait_ns = t1 - t0;
+  AttributeWait(L.last);
+  L.last.disk_ns = pending_disk_ns_;
+  pending_disk_ns_ = 0;
   if (transient_host_ && L.loads_pending) {
     // The host tier may reuse the buffers these loads read once the layer is released.
     KX_RETURN_IF_ERROR(device_.EventSynchronize(L.loaded));
-    stats_.load_wait_ns += NowNs() - t1;
+    const int64_t load_wait = NowNs() - t1;
+    stats_.load_wait_ns += load_wait;
+    // The host waited for bundle loads: the background tag.
+    L.last.h2d_background_ns += load_wait;
     KX_RETURN_IF_ERROR(CompleteLoads(layer));
   }
   stats_.device_wait_ns += L.last.wait_ns;
   stats_.cpu_ns += L.last.cpu_ns;
+  stats_.gpu_ns += L.last.gpu_ns;
+  stats_.h2d_critical_ns += L.last.h2d_critical_ns;
+  stats_.h2d_background_ns += L.last.h2d_background_ns;
+  stats_.disk_ns += L.last.disk_ns;
+  stats_.other_ns += L.last.other_ns;
+  stats_.upload_ns += L.last.upload_ns;
+  stats_.compute_ns += L.last.compute_ns;
+  stats_.download_ns += L.last.download_ns;
   // The adaptive λ's signal: waiting on the device (its compute and the copies the step
   // needs, which reloads delay) against the CPU's share.
   L.feedback.io_wait_s = static_cast<double>(L.last.wait_ns) * 1e-9;
@@ -498,12 +526,18 @@ absl::Status DeviceFfn::RunEnd(int layer, float* y) {
 
 void DeviceFfn::LogStep(int layer) {
   const DeviceFfnLayerStep& L = layers_[layer].last;
-  std::fprintf(log_, "%lld,%d,%.5f,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld\n",
+  std::fprintf(log_,
+               "%lld,%d,%.5f,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,"
+               "%lld,%lld\n",
                static_cast<long long>(tokens_), layer, policy_->lambda(layer),
                residency_->resident_count(layer), static_cast<long long>(L.needed),
                static_cast<long long>(L.on_device), static_cast<long long>(L.loads),
                static_cast<long long>(L.evictions), static_cast<long long>(L.bytes),
-               static_cast<long long>(L.wait_ns), static_cast<long long>(L.cpu_ns));
+               static_cast<long long>(L.wait_ns), static_cast<long long>(L.cpu_ns),
+               static_cast<long long>(L.gpu_ns), static_cast<long long>(L.h2d_critical_ns),
+               static_cast<long long>(L.h2d_background_ns), static_cast<long long>(L.disk_ns),
+               static_cast<long long>(L.other_ns), static_cast<long long>(L.upload_ns),
+               static_cast<long long>(L.compute_ns), static_cast<long long>(L.download_ns));
 }
 
 }  // namespace kx

@@ -75,15 +75,17 @@ struct DeviceFfnOptions {
   // Bytes of bundle loads one layer step may queue (the policy's window); 0: unlimited.
   uint64_t max_load_bytes_per_step = 0;
   // CSV, one line per layer step: token, layer, λ, resident, needed, on device, loads,
-  // evictions, bytes loaded, device wait and CPU compute ns. "": none.
+  // evictions, bytes loaded, device wait and CPU compute ns, then the stall tags (gpu_ns,
+  // h2d_critical_ns, h2d_background_ns, disk_ns, other_ns) and the device-timed parts
+  // (upload_ns, compute_ns, download_ns); docs/device.md. "": none.
   std::string log_path;
 };
 
 // Counters since the last ResetStats.
 struct DeviceFfnStats {
   int64_t layer_steps = 0;
-  int64_t groups_needed = 0;     // predicted-active groups
-  int64_t groups_on_device = 0;  // of those, computed on the device (resident at Begin)
+  int64_t groups_needed = 0;      // predicted-active groups
+  int64_t groups_on_device = 0;   // of those, computed on the device (resident at Begin)
   int64_t neurons_on_device = 0;  // predicted neurons the device computed
   int64_t neurons_needed = 0;     // predicted neurons in all
   int64_t loads = 0;              // bundles copied up (reloads)
@@ -92,6 +94,25 @@ struct DeviceFfnStats {
   int64_t device_wait_ns = 0;  // End waited for the device's partial sum (GPU compute + copies)
   int64_t cpu_ns = 0;          // Begin → End: the CPU's share (and whatever ran beside it)
   int64_t load_wait_ns = 0;    // three tiers: End waited for loads from the RAM tier's buffers
+  // The stall tags (docs/device.md, "Where the time goes"): each layer step's host time,
+  // cpu_ns + device_wait_ns + load_wait_ns + disk_ns, charged to exactly one of cpu_ns,
+  // gpu_ns, h2d_critical_ns, h2d_background_ns, disk_ns and other_ns (they add up to it).
+  // device_wait_ns is split over the device's timed parts from the last one back (the
+  // partial sum's download, the kernels, the upload, the upload's wait behind a bundle load);
+  // what the parts do not cover is other_ns.
+  int64_t gpu_ns = 0;             // End waited for the kernels
+  int64_t h2d_critical_ns = 0;    // ... for the critical copies: x etc. up, the partial sum down
+  int64_t h2d_background_ns = 0;  // ... for an upload queued behind bundle loads; + load_wait_ns
+  int64_t disk_ns = 0;            // three tiers: the RAM tier waited for the sidecar's reads
+  int64_t other_ns = 0;           // End's wait beyond the timed parts (wake-up, the merge add)
+  // Device-timed durations (timing events), whether or not the host waited for them.
+  int64_t upload_ns = 0;           // critical stream: x, slot list, masks (with any queueing)
+  int64_t compute_ns = 0;          // compute stream: clear, sparse_up_gate, sparse_down_*
+  int64_t download_ns = 0;         // critical stream: partial sum and kept bits
+  int64_t timed_steps = 0;         // steps whose parts were timed (device work, events read)
+  int64_t load_batches_timed = 0;  // background: batches of bundle loads timed
+  int64_t load_ns = 0;             //   their time on the background stream (first copy → last)
+  int64_t load_bytes_timed = 0;    //   and bytes
 };
 
 // The last step of one layer: what --device-log and a trace's per-layer statistics report.
@@ -103,6 +124,10 @@ struct DeviceFfnLayerStep {
   int64_t bytes = 0;      //   bytes queued
   int64_t wait_ns = 0;    // End waited for the device's partial sum
   int64_t cpu_ns = 0;     // Begin → End: the CPU's share
+  // The stall tags and timed parts of this step (DeviceFfnStats; h2d_background_ns includes
+  // the step's load wait under three tiers).
+  int64_t gpu_ns = 0, h2d_critical_ns = 0, h2d_background_ns = 0, disk_ns = 0, other_ns = 0;
+  int64_t upload_ns = 0, compute_ns = 0, download_ns = 0;
 };
 
 // One policy step as the split FFN applied it (DeviceFfn::set_record_plans): tests compare
@@ -166,6 +191,10 @@ class DeviceFfn {
   // Three tiers: device loads copy from the host tier's buffers, which are valid only until
   // the tier releases the layer; End then waits for them.
   void set_transient_host_bundles(bool transient) { transient_host_ = transient; }
+  // Three tiers: the RAM tier's wait for reads in this layer step (before Begin), so the
+  // step's stall tags and log line include the disk. Call between Begin's previous End and
+  // the next End.
+  void NoteDiskWait(int64_t ns) { pending_disk_ns_ = ns; }
 
   // Waits until every bundle load queued so far has landed; they become resident at their
   // layer's next Prepare or Begin. Tests: a residency timing that does not depend on how
@@ -208,11 +237,21 @@ class DeviceFfn {
                stride_;
   }
   void LogStep(int layer);
+  // Bundle loads of `layer` on the background stream, between the two: timing events.
+  absl::Status StartLoadBatch(int layer);
+  absl::Status EndLoadBatch(int layer);
+  // Reads the step's timing events (after End waited for them) and splits the wait.
+  void AttributeWait(DeviceFfnLayerStep& step);
+  // Adds the layer's last timed batch of bundle loads to the stats (its events completed).
+  void TimeLoads(int layer);
 
   struct LayerState {
-    Event loaded;              // recorded on the background stream after the layer's loads
+    Event loaded;        // recorded on the background stream after the layer's loads
+    Event load_started;  // ... before them (timing: the batch's time)
     bool loads_pending = false;
-    bool prepared = false;     // Prepare ran for the coming step
+    bool loads_timed = false;   // load_started/loaded hold a batch not yet added to the stats
+    int64_t load_bytes = 0;     // that batch's bytes
+    bool prepared = false;      // Prepare ran for the coming step
     policy::Feedback feedback;  // of the last completed step
     DeviceFfnLayerStep last;    // for the log and the trace
   };
@@ -248,14 +287,28 @@ class DeviceFfn {
   uint32_t* h_kept_ = nullptr;
   int32_t* h_slots_ = nullptr;
   uint32_t* h_masks_ = nullptr;
-  Event uploaded_, computed_, returned_;
+  Event uploaded_, computed_, returned_;  // timing events, with started_: the step's parts
+  Event started_;                         // critical stream, before the uploads
+  Event bg_tail_;                         // background stream, after the latest bundle loads
+  bool bg_busy_ = false;  // bundle loads were in flight at Begin (the upload may queue)
+  // The upload's time with no bundle load in flight: running mean and mean deviation over
+  // such steps; before any, the device's hints (DeviceInfo) model it.
+  static constexpr int kUploadCopies = 3;  // x, slot list, masks
+  uint64_t UploadBytes(int n_listed) const {
+    return sizeof(float) * static_cast<uint64_t>(n_embd_) +
+           (sizeof(int32_t) + sizeof(uint32_t)) * static_cast<uint64_t>(n_listed);
+  }
+  double upload_base_s_ = 0, upload_dev_s_ = 0;
+  int64_t upload_samples_ = 0;
+  double upload_hint_bytes_per_s_ = 0, upload_hint_latency_s_ = 0;
+  int64_t pending_disk_ns_ = 0;
   OpRef up_gate_op_, down_op_;
 
   std::vector<LayerState> layers_;
   // The step in flight (Begin → End).
   int active_layer_ = -1;
   int n_listed_ = 0;
-  std::vector<int32_t> pinned_;          // slots pinned while the device reads them
+  std::vector<int32_t> pinned_;  // slots pinned while the device reads them
   std::vector<float> intensity_;
   std::vector<const uint8_t*> load_src_;  // per group: where a load of this step copies from
   policy::Plan plan_;

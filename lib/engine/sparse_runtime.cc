@@ -332,6 +332,7 @@ void SparseRuntime::BeginBundles(int layer, const float* x, float* y, int n_part
       tier_ != nullptr ? tier_->Acquire(layer, TierMasks(layer)) : bundles_[layer].data();
   int64_t predicted = 0;
   if (device_ffn_ != nullptr) {
+    if (tier_ != nullptr) device_ffn_->NoteDiskWait(tier_->acquire_wait_ns(layer));
     // The split FFN: the device starts on the groups it holds; the CPU computes the rest.
     // After a device error (sticky, reported by status()) the CPU computes everything.
     if (device_ffn_->Begin(layer, masks, x, thresholds_[layer], bundles, cpu_bundles_.data())

@@ -156,6 +156,70 @@ TEST_CASE("sim: completions reorder between the critical and background streams"
   CHECK(inversions < kSeeds);  // and the enqueue order for others
 }
 
+TEST_CASE("sim: timing events measure a copy; misuse is refused, not sticky", "[device]") {
+  auto rng = test::SeededRng(0xdec0de0a);
+  const uint64_t n = 4 * kKiB;
+  const std::vector<uint8_t> src = RandomBytes(rng, n);
+  auto dev = MakeSim(Options(0.05));  // 50 ms, no jitter: the copy sleeps at least that
+  DeviceBuffer dst = ValueOrFail(dev->Alloc("dst", n));
+  Event start = ValueOrFail(dev->CreateTimingEvent());
+  Event end = ValueOrFail(dev->CreateTimingEvent());
+  Event plain = ValueOrFail(dev->CreateEvent());
+  CHECK(absl::IsFailedPrecondition(dev->EventElapsedSeconds(start, end).status()));  // unrecorded
+  REQUIRE_OK(dev->RecordEvent(StreamKind::kCritical, start));
+  REQUIRE_OK(dev->CopyH2D(StreamKind::kCritical, dst.data(), src.data(), n));
+  REQUIRE_OK(dev->RecordEvent(StreamKind::kCritical, end));
+  REQUIRE_OK(dev->RecordEvent(StreamKind::kCritical, plain));
+  // Pending (the copy sleeps 50 ms): refused. Asked right after enqueueing, so the worker
+  // cannot have finished the copy yet.
+  CHECK(absl::IsFailedPrecondition(dev->EventElapsedSeconds(start, end).status()));
+  REQUIRE_OK(dev->EventSynchronize(end));
+  const double s = ValueOrFail(dev->EventElapsedSeconds(start, end));
+  INFO("elapsed " << s << " s");
+  CHECK(s >= 0.05);
+  CHECK(ValueOrFail(dev->EventElapsedSeconds(end, start)) == -s);
+  REQUIRE_OK(dev->EventSynchronize(plain));
+  CHECK(absl::IsInvalidArgument(dev->EventElapsedSeconds(start, plain).status()));
+  // None of that poisoned the device.
+  REQUIRE_OK(dev->Synchronize());
+  REQUIRE_OK(dev->RecordEvent(StreamKind::kCompute, plain));
+}
+
+TEST_CASE("sim: a shared host-to-device link copies one at a time, critical first", "[device]") {
+  auto rng = test::SeededRng(0xdec0de0b);
+  const uint64_t n = 4 * kKiB;
+  const std::vector<uint8_t> src = RandomBytes(rng, n);
+  SimOptions o = Options(0.02);  // 20 ms per copy, no jitter
+  o.profile.shared_h2d_link = true;
+  o.record_landings = true;
+  auto dev = MakeSim(o);
+  constexpr int kBackground = 4;
+  std::vector<DeviceBuffer> bufs;
+  for (int i = 0; i <= kBackground; ++i) bufs.push_back(ValueOrFail(dev->Alloc("b", n)));
+  Event start = ValueOrFail(dev->CreateTimingEvent());
+  Event end = ValueOrFail(dev->CreateTimingEvent());
+  REQUIRE_OK(dev->RecordEvent(StreamKind::kBackground, start));
+  for (int i = 0; i < kBackground; ++i) {
+    REQUIRE_OK(dev->CopyH2D(StreamKind::kBackground, bufs[i].data(), src.data(), n));
+  }
+  REQUIRE_OK(dev->CopyH2D(StreamKind::kCritical, bufs[kBackground].data(), src.data(), n));
+  REQUIRE_OK(dev->Synchronize());
+  REQUIRE_OK(dev->RecordEvent(StreamKind::kBackground, end));
+  REQUIRE_OK(dev->EventSynchronize(end));
+  // Five copies of at least 20 ms each, never two at once.
+  CHECK(ValueOrFail(dev->EventElapsedSeconds(start, end)) >= 5 * 0.02);
+  const std::vector<SimLanding> landings = dev->Landings();
+  REQUIRE(landings.size() == kBackground + 1);
+  size_t critical_at = landings.size();
+  for (size_t i = 0; i < landings.size(); ++i) {
+    if (landings[i].stream == StreamKind::kCritical) critical_at = i;
+  }
+  // The critical copy was enqueued while the first bundle was in flight: it waits for that
+  // one (or the next, if the host was slow), not for all four.
+  INFO("critical copy landed " << critical_at << "th");
+  CHECK(critical_at < landings.size() - 1);
+}
+
 TEST_CASE("sim: the VRAM budget refuses by name and leaves nothing allocated", "[device]") {
   SimOptions o = Options(0.0);
   o.vram_limit = kMiB;

@@ -422,6 +422,130 @@ TEST_CASE("split FFN: skipping a wait on the device changes the logits", "[devic
   ::unsetenv("KAIROX_DEVICE_PROFILE");
 }
 
+namespace {
+
+// The stall tags of one run (DeviceFfnStats): every part non-negative, and the parts add up
+// to the host's time in the layer steps exactly (integer nanoseconds, by construction).
+void CheckTagsAddUp(const kx::DeviceFfnStats& st) {
+  for (int64_t part : {st.cpu_ns, st.gpu_ns, st.h2d_critical_ns, st.h2d_background_ns, st.disk_ns,
+                       st.other_ns, st.upload_ns, st.compute_ns, st.download_ns}) {
+    CHECK(part >= 0);
+  }
+  CHECK(st.cpu_ns + st.gpu_ns + st.h2d_critical_ns + st.h2d_background_ns + st.disk_ns +
+            st.other_ns ==
+        st.cpu_ns + st.device_wait_ns + st.load_wait_ns + st.disk_ns);
+  // A part is charged at most its measured duration.
+  CHECK(st.gpu_ns <= st.compute_ns);
+  CHECK(st.h2d_critical_ns + st.h2d_background_ns - st.load_wait_ns <=
+        st.upload_ns + st.download_ns);
+}
+
+std::vector<std::string> SplitCsv(const std::string& line) {
+  std::vector<std::string> out(1);
+  for (char c : line) {
+    if (c == ',') {
+      out.emplace_back();
+    } else {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("split FFN: the stall tags charge the host's time to the device's timed parts",
+          "[device_ffn]") {
+  // Two profiles of one file: copies of 2 ms on one shared link, and copies of no modelled
+  // time. Teacher-forced 8 tokens, 3 layers: 24 layer steps (~0.3 s with the slow copies).
+  const std::string profiles = TempDir() + "/stall_profiles.json";
+  std::ofstream(profiles) << R"({"default": "slow", "profiles": {
+      "slow": {"description": "copies of 2 ms on one link", "memory": "1GiB",
+               "h2d_gb_per_s": 10.0, "d2h_gb_per_s": 10.0, "copy_latency_us": 2000.0,
+               "device_gb_per_s": 100.0, "shared_h2d_link": true},
+      "instant": {"description": "copies of no modelled time", "memory": "1GiB",
+                  "h2d_gb_per_s": 1e9, "d2h_gb_per_s": 1e9, "copy_latency_us": 0.0,
+                  "device_gb_per_s": 1e9}}})";
+  REQUIRE(::setenv("KAIROX_DEVICE_PROFILE", profiles.c_str(), 1) == 0);
+  const std::vector<int32_t> forced = kx::test::RandomTokens(23, 8);
+  const auto run = [&](const char* profile, const char* policy, const std::string& log,
+                       const char* ram) {
+    kx::EngineOptions o = SimOptions(Sparse().rows, "10%", policy, -1);
+    o.device_profile = profile;
+    o.device_log = log;
+    o.ram_budget = ram;
+    auto e = kx::test::LoadEngine(Sparse().model, o);
+    REQUIRE(e->device_ffn() != nullptr);
+    const auto logits = kx::test::TeacherForced(*e, {}, forced);
+    CHECK(kx::test::AllFinite(logits));
+    kx::DeviceFfnStats st = e->device_ffn()->stats();
+    if (const kx::BundleTier* tier = e->sparse()->tier(); tier != nullptr) {
+      // Every decode layer step acquires from the tier, then runs the split FFN.
+      CHECK(st.disk_ns == tier->stats().io_wait_ns);
+    }
+    return st;
+  };
+  const std::string log = TempDir() + "/stall_device_log.csv";
+  const kx::DeviceFfnStats slow = run("slow", "static", log, "");
+  const kx::DeviceFfnStats instant = run("instant", "static", "", "");
+  const kx::DeviceFfnStats loads = run("slow", "lru", "", "");
+  const kx::DeviceFfnStats tiers = run("slow", "lru", "", "50%");
+  ::unsetenv("KAIROX_DEVICE_PROFILE");
+  for (const kx::DeviceFfnStats* st : {&slow, &instant, &loads, &tiers}) {
+    INFO("steps " << st->layer_steps << " timed " << st->timed_steps << ": cpu " << st->cpu_ns
+                  << " gpu " << st->gpu_ns << " h2d critical " << st->h2d_critical_ns
+                  << " background " << st->h2d_background_ns << " disk " << st->disk_ns << " other "
+                  << st->other_ns << " | upload " << st->upload_ns << " compute " << st->compute_ns
+                  << " download " << st->download_ns << " | wait " << st->device_wait_ns
+                  << " load wait " << st->load_wait_ns);
+    CheckTagsAddUp(*st);
+    CHECK(st->timed_steps > 0);
+  }
+  // Four copies of >= 2 ms per timed step (three up, one down), which the host waits for:
+  // its CPU share of a 64-wide model is far shorter.
+  CHECK(slow.upload_ns >= slow.timed_steps * 3 * 2'000'000 * 7 / 10);  // jitter: ±30 %
+  CHECK(slow.download_ns >= slow.timed_steps * 2'000'000 * 7 / 10);
+  CHECK(slow.h2d_critical_ns > slow.other_ns);
+  CHECK(slow.h2d_critical_ns > slow.cpu_ns);
+  // No modelled copy time: the critical copies are a small part of the slow run's.
+  CHECK(instant.h2d_critical_ns * 4 < slow.h2d_critical_ns);
+  // static never loads: nothing for an upload to queue behind.
+  CHECK(slow.h2d_background_ns == 0);
+  CHECK(slow.load_batches_timed == 0);
+  // lru loads bundles on the background stream, timed there, on the link the uploads use.
+  CHECK(loads.loads > 0);
+  CHECK(loads.load_batches_timed > 0);
+  CHECK(loads.load_ns > 0);
+  CHECK(loads.load_bytes_timed > 0);
+  // Three tiers: the device loads copy from the RAM tier's buffers and End waits for them.
+  CHECK(tiers.load_wait_ns > 0);
+  CHECK(tiers.h2d_background_ns >= tiers.load_wait_ns);
+
+  // --device-log: the old columns first, in their order, then the tags and the timed parts;
+  // per line the wait splits into gpu + h2d critical + h2d background + other.
+  std::ifstream in(log);
+  std::string header;
+  REQUIRE(std::getline(in, header));
+  CHECK(header ==
+        "token,layer,lambda,resident,groups_needed,on_device,loads,evictions,bytes_loaded,"
+        "device_wait_ns,cpu_ns,gpu_ns,h2d_critical_ns,h2d_background_ns,disk_ns,other_ns,"
+        "upload_ns,compute_ns,download_ns");
+  std::string line;
+  int64_t lines = 0, crit = 0;
+  while (std::getline(in, line)) {
+    const std::vector<std::string> f = SplitCsv(line);
+    REQUIRE(f.size() == 19);
+    const auto v = [&](int i) { return std::stoll(f[i]); };
+    INFO(line);
+    CHECK(v(11) + v(12) + v(13) + v(15) == v(9));
+    CHECK(v(14) == 0);  // no RAM tier
+    crit += v(12);
+    ++lines;
+  }
+  CHECK(lines == slow.layer_steps);
+  CHECK(crit == slow.h2d_critical_ns);
+}
+
 TEST_CASE("split FFN: flags that cannot work are errors that say why", "[device_ffn]") {
   SECTION("more device slots than the VRAM budget leaves") {
     kx::EngineOptions o = SimOptions(Tiny().rows, "100%", "static");
