@@ -103,6 +103,10 @@ def parse_args(argv=None):
     ap.add_argument("--warm-unlimited", action=argparse.BooleanOptionalAction, default=True,
                     help="unlimited runs read their files into the page cache inside their group "
                          "first, so 'all in RAM' holds from the first token (default on)")
+    ap.add_argument("--resident-reference", action=argparse.BooleanOptionalAction,
+                    default=True,
+                    help="without a limit, also kairox with --ram-budget 100%% (every bundle in "
+                         "the tier's own slots) beside the mapped all-in-RAM path (default on)")
     ap.add_argument("--io-reads", type=int, default=1500,
                     help="bench_io reads per run (0: no disk ceiling)")
     ap.add_argument("--cgroup-root", default="/sys/fs/cgroup", help=argparse.SUPPRESS)
@@ -384,7 +388,9 @@ def kairox_cmd(a, sidecar, budget, policy):
     cmd = [os.path.join(a.bin, "kairox-bench"), "-m", a.model, "--sidecar", sidecar,
            "-t", str(a.threads), "-p", "0", "-n", str(a.n_gen), "-r", "1", "--no-dense",
            "--no-probes", "--tg-tokens", a.tg_tokens, "-o", "json"]
-    if budget is not None:
+    if isinstance(budget, str):  # "100%": every bundle resident in the session's own slots
+        cmd += ["--ram-budget", budget, "--policy", policy]
+    elif budget is not None:
         cmd += ["--ram-budget", f"{budget // 1024}K", "--policy", policy]
     return cmd
 
@@ -405,9 +411,11 @@ def parse_kairox(out):
     for k in ("kx_hit_rate", "kx_needed_fraction", "kx_read_bytes_per_token",
               "kx_read_ops_per_token", "kx_io_wait_ms_per_token", "kx_ffn_ms_per_token",
               "kx_slots_per_layer", "kx_groups_per_layer", "kx_lambda_mean", "kx_io_backend",
-              "kx_predicted_fraction", "kx_policy"):
+              "kx_predicted_fraction"):
         if k in r:
             res[k[3:]] = r[k]
+    if "kx_policy" in r:
+        res["tier_policy"] = r["kx_policy"]  # "policy" is the plan's label
     return res
 
 
@@ -465,6 +473,13 @@ def make_plan(a, split, sidecar):
                     runs.append({"engine": "kairox", "policy": p, "ram_budget": budget,
                                  "non_ffn_fits": fits,
                                  "command": kairox_cmd(a, sidecar, budget, p)})
+                if limit is None and a.resident_reference:
+                    # The tier's own all-in-RAM: every bundle read once into owned slots, so
+                    # the tier's code path without I/O (the mapped sidecar above faults its
+                    # pages in as tokens first touch them).
+                    runs.append({"engine": "kairox", "policy": "static, 100 % resident",
+                                 "ram_budget": None, "non_ffn_fits": True,
+                                 "command": kairox_cmd(a, sidecar, "100%", "static")})
             elif e == "llama.cpp":
                 runs.append({"engine": "llama.cpp", "policy": "dense mmap", "ram_budget": None,
                              "non_ffn_fits": True, "command": llama_cmd(a, False)})

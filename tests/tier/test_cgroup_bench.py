@@ -129,6 +129,7 @@ class Plan(unittest.TestCase):
         a = cb.parse_args(["-m", "/m.gguf", "--limits", "0,50,25", "--policies", "static,lru",
                            "-n", "8", "--bin", "/b"])
         a.engines = "kairox,llama.cpp"
+        a.resident_reference = False
         split = {"file_bytes": 4000 * cb.MIB, "non_ffn_bytes": 1400 * cb.MIB}
         plan = cb.make_plan(a, split, "/s.gguf")
         self.assertEqual([(p["limit_pct"], p["engine"], p["policy"]) for p in plan], [
@@ -141,6 +142,10 @@ class Plan(unittest.TestCase):
         self.assertEqual(cmd[cmd.index("--policy") + 1], "lru")
         self.assertIn("--no-probes", cmd)
         self.assertFalse(plan[5]["non_ffn_fits"])
+        a.resident_reference = True
+        plan = cb.make_plan(a, split, "/s.gguf")
+        self.assertEqual(plan[1]["policy"], "static, 100 % resident")
+        self.assertEqual(plan[1]["command"][-4:], ["--ram-budget", "100%", "--policy", "static"])
         a.engines = "llama.cpp-repack,llama.cpp"  # the repacked peer runs without a limit only
         self.assertEqual([(p["limit_pct"], p["policy"]) for p in cb.make_plan(a, split, "/s")],
                          [(0, "dense repacked"), (0, "dense mmap"), (50, "dense mmap"),
