@@ -70,9 +70,7 @@ def int_list(s):
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog="See the module docstring (head of this file) for what is measured and how.",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-m", "--model", required=True, help="GGUF model (both engines load it)")
     ap.add_argument("--sidecar", default=None,
                     help="kairox sidecar (default: <model>.kairox.gguf)")
