@@ -12,6 +12,7 @@
 //
 //   kairox-bench -m model.gguf [-t 1,2,4] [-p 128,512] [-n 64,128] [-r 5] [-d 0,512]
 //                [-o md|csv|json|jsonl] [--e2e] [--prefill native|dnnl|dnnl-fast]
+//                [--no-probes] [--tg-tokens random|greedy]
 //
 // -p, -n, -t and -d take comma lists, as llama-bench's do: every thread count and
 // depth is a separate instance, each running a pp test per -p value and a tg test per
@@ -71,6 +72,10 @@ struct Args {
   std::string kv_type = "f16";
   EngineOptions engine;  // the sparsity, tier and device flags
   bool compare_dense = true;
+  // Off: no bandwidth or peak probes (a tg probe allocates the model's bytes, which a memory
+  // limit around the process must not be charged with: benchmarks/tier/cgroup_bench.py).
+  bool probes = true;
+  bool greedy = false;  // tg feeds each token's argmax instead of random tokens
 };
 
 // A comma list of integers, each in [lo, hi] (llama-bench's `-p 128,512`). Repeating the
@@ -127,6 +132,15 @@ int ParseArgs(int argc, char** argv, Args* a) {
                         "with a sidecar: skip the dense tg run beside the sparse one");
   app.add_option("--kv-type", a->kv_type, "KV cache element type")
       ->check(cli::OneOf({"f16", "q8_0"}));
+  app.add_flag_callback(
+      "--no-probes", [a] { a->probes = false; },
+      "skip the ceiling probes (their buffers are as large as the model)");
+  app.add_option_function<std::string>(
+         "--tg-tokens", [a](const std::string& v) { a->greedy = v == "greedy"; },
+         "tg's input tokens: random (llama-bench's way) or greedy (each token is the argmax of "
+         "the previous one's logits, from one random token: the model's own continuation)")
+      ->check(cli::OneOf({"random", "greedy"}))
+      ->default_str("random");
   cli::AddSparseOptions(app, &a->engine);
 
   auto fail = [](const std::string& msg) {
@@ -314,8 +328,10 @@ class Bench {
       KX_RETURN_IF_ERROR(engine_.Eval(prompt));
       r.samples_ns.push_back(sw.ElapsedNs());
       AddDifference(before, Snapshot(engine_.profile()), op_sum);
-      peaks.push_back(dnnl ? DnnlMatmulPeakGflops(engine_.n_threads(), split)
-                           : MatmulPeakGflops(engine_.n_threads()));
+      if (args_.probes) {
+        peaks.push_back(dnnl ? DnnlMatmulPeakGflops(engine_.n_threads(), split)
+                             : MatmulPeakGflops(engine_.n_threads()));
+      }
       Progress(r, rep);
     }
     r.peak_gflops = Summarize(peaks).median;
@@ -332,6 +348,7 @@ class Bench {
 
     ProfileTotals op_sum;
     std::vector<double> kv_bytes, dram, cache;
+    int64_t disk_read = 0;  // storage reads of the timed tokens (-1: /proc/self/io unreadable)
     const double weight_bytes = static_cast<double>(engine_.WeightBytesPerToken());
     for (int rep = 0; rep < args_.repetitions; ++rep) {
       KX_RETURN_IF_ERROR(ResetToDepth(depth));
@@ -339,19 +356,37 @@ class Bench {
       const std::vector<int32_t> ids = RandomTokens(n_gen);
       const double kv_start = static_cast<double>(engine_.KvBytesPerToken());
       const ProfileTotals before = Snapshot(engine_.profile());
+      const int64_t disk_before = ProcReadBytes();
       Stopwatch sw;
-      for (const int32_t& id : ids) KX_RETURN_IF_ERROR(engine_.Eval({&id, 1}));
+      int32_t next = ids[0];
+      for (int i = 0; i < n_gen; ++i) {
+        const int32_t id = args_.greedy ? next : ids[static_cast<size_t>(i)];
+        KX_RETURN_IF_ERROR(engine_.Eval({&id, 1}));
+        if (args_.greedy) next = ArgMax(engine_.Logits());
+      }
       r.samples_ns.push_back(sw.ElapsedNs());
+      const int64_t disk_after = ProcReadBytes();
+      if (disk_before < 0 || disk_after < 0) {
+        disk_read = -1;
+      } else if (disk_read >= 0) {
+        disk_read += disk_after - disk_before;
+      }
       AddDifference(before, Snapshot(engine_.profile()), op_sum);
       // KV read per token grows linearly with depth: the run's mean is the
       // mean of its ends.
       const double kv_mean = 0.5 * (kv_start + static_cast<double>(engine_.KvBytesPerToken()));
       kv_bytes.push_back(kv_mean);
-      const uint64_t working_set = static_cast<uint64_t>(weight_bytes + kv_mean);
-      dram.push_back(ReadBandwidthGBps(working_set, engine_.n_threads()));
-      cache.push_back(ReadBandwidthGBps(kCacheProbeBytes, engine_.n_threads()));
+      if (args_.probes) {
+        const uint64_t working_set = static_cast<uint64_t>(weight_bytes + kv_mean);
+        dram.push_back(ReadBandwidthGBps(working_set, engine_.n_threads()));
+        cache.push_back(ReadBandwidthGBps(kCacheProbeBytes, engine_.n_threads()));
+      }
       Progress(r, rep);
     }
+    r.disk_read_bytes_per_token =
+        disk_read < 0
+            ? -1.0
+            : static_cast<double>(disk_read) / (static_cast<double>(n_gen) * args_.repetitions);
     r.weight_bytes_per_token = weight_bytes;
     r.graph_parts = engine_.DecodeGraphParts();
     if (const SparseRuntime* sp = engine_.sparse(); sp != nullptr && sp->UsesBundles(1)) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <thread>
@@ -173,6 +174,21 @@ double DnnlMatmulPeakGflops(int n_threads, bool split_src) {
   const double flops = 2.0 * static_cast<double>(kDnnlRows) * static_cast<double>(kDnnlInputs) *
                        static_cast<double>(kDnnlColumns) * kMatmulPasses;
   return seconds > 0.0 ? flops / seconds * 1e-9 : 0.0;
+}
+
+int64_t ProcReadBytes() {
+  std::ifstream in("/proc/self/io");
+  std::string key;
+  int64_t value = 0;
+  while (in >> key >> value) {
+    if (key == "read_bytes:") return value;
+  }
+  return -1;
+}
+
+int32_t ArgMax(std::span<const float> values) {
+  if (values.empty()) return 0;
+  return static_cast<int32_t>(std::max_element(values.begin(), values.end()) - values.begin());
 }
 
 }  // namespace kx::bench

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -35,5 +36,13 @@ std::string MatmulPeakMethod();
 // reach. <= 0 when oneDNN has no optimized bf16 matmul here.
 double DnnlMatmulPeakGflops(int n_threads, bool split_src);
 std::string DnnlMatmulPeakMethod(bool split_src);
+
+// Bytes this process (all its threads) has caused to be read from storage so far: the
+// `read_bytes` line of /proc/self/io (O_DIRECT reads and page-cache misses alike; reads served
+// from the page cache do not count). -1 where the file is unreadable.
+int64_t ProcReadBytes();
+
+// The index of the largest value (the first of equal ones); 0 for an empty span.
+int32_t ArgMax(std::span<const float> values);
 
 }  // namespace kx::bench

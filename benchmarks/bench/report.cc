@@ -216,6 +216,7 @@ nlohmann::ordered_json TestObject(const RunInfo& run, const TestResult& r) {
     j["kx_bw_dram_gbps"] = r.bw_dram_gbps;
     j["kx_bw_cache_gbps"] = r.bw_cache_gbps;
     j["kx_cache_probe_bytes"] = r.cache_probe_bytes;
+    j["kx_disk_read_bytes_per_token"] = r.disk_read_bytes_per_token;
     j["kx_ceiling_dram_ts"] = r.CeilingDramTs();
     j["kx_ceiling_cache_ts"] = r.CeilingCacheTs();
     j["kx_fraction_of_ceiling"] = r.FractionOfCeiling();

@@ -40,6 +40,8 @@ struct TestResult {
   double bw_dram_gbps = 0.0;
   double bw_cache_gbps = 0.0;
   uint64_t cache_probe_bytes = 0;
+  // tg: bytes read from storage per timed token (/proc/self/io; -1: unknown).
+  double disk_read_bytes_per_token = -1.0;
   // pp: work per token and the measured compute peak (median of probes).
   double flops_per_token = 0.0;
   double peak_gflops = 0.0;

@@ -5,8 +5,10 @@
 // sequential read() (the page cache, warm after the first pass). Nothing is dropped from the
 // page cache; O_DIRECT bypasses it.
 //
-// Usage: bench_io [file] [reads_per_run=4000] [repeats=5]
+// Usage: bench_io [file] [reads_per_run=4000] [repeats=5] [chunk_kib=24]
 //   default file: ~/.cache/kairox/models/SmolLM2-135M-Instruct.Q4_1.gguf
+//   chunk_kib: the random reads' size, rounded up to the 4 KiB O_DIRECT grain (a 7B bundle of
+//   GS 16 is ~143 KB: 140; benchmarks/tier/cgroup_bench.py passes the sidecar's own)
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -25,7 +27,7 @@
 
 namespace {
 
-constexpr uint64_t kChunkBytes = 24 * 1024;
+uint64_t g_chunk_bytes = 24 * 1024;  // the random reads' size (argv[4])
 constexpr uint64_t kSeqChunkBytes = uint64_t{1} << 20;
 constexpr int kSeqDepth = 4;
 constexpr int kDepths[] = {1, 4, 16, 64};
@@ -93,14 +95,14 @@ Result RandomReads(kx::IoBackend backend, int fd, uint64_t file_bytes, int depth
     return {0, 0};
   }
   *name = (*io)->backend_name();
-  Aligned arena(kChunkBytes * static_cast<uint64_t>(depth));
+  Aligned arena(g_chunk_bytes * static_cast<uint64_t>(depth));
   std::mt19937_64 rng(kSeed);
-  const uint64_t slots = (file_bytes - kChunkBytes) / kx::kDirectIoAlign;
+  const uint64_t slots = (file_bytes - g_chunk_bytes) / kx::kDirectIoAlign;
   auto next = [&] { return rng() % slots * kx::kDirectIoAlign; };
   std::vector<double> gbps, iops;
   for (int r = 0; r < repeats; ++r) {
-    const double s = ClosedLoop(io->get(), fd, depth, reads, kChunkBytes, next, arena.p.get());
-    gbps.push_back(static_cast<double>(reads) * kChunkBytes / s * 1e-9);
+    const double s = ClosedLoop(io->get(), fd, depth, reads, g_chunk_bytes, next, arena.p.get());
+    gbps.push_back(static_cast<double>(reads) * g_chunk_bytes / s * 1e-9);
     iops.push_back(reads / s);
   }
   return {Median(gbps), Median(iops)};
@@ -153,6 +155,19 @@ int main(int argc, char** argv) {
                      "/.cache/kairox/models/SmolLM2-135M-Instruct.Q4_1.gguf";
   const int reads = argc > 2 ? std::atoi(argv[2]) : 4000;
   const int repeats = argc > 3 ? std::atoi(argv[3]) : 5;
+  if (argc > 4) {
+    const long kib = std::atol(argv[4]);
+    if (kib <= 0 || kib > 64 * 1024) {
+      std::fprintf(stderr, "bench_io: chunk_kib must be in [1, 65536], got '%s'\n", argv[4]);
+      return 1;
+    }
+    g_chunk_bytes = (static_cast<uint64_t>(kib) * 1024 + kx::kDirectIoAlign - 1) /
+                    kx::kDirectIoAlign * kx::kDirectIoAlign;
+  }
+  if (reads <= 0 || repeats <= 0) {
+    std::fprintf(stderr, "bench_io: reads_per_run and repeats must be positive\n");
+    return 1;
+  }
   bool direct = false;
   auto fd = kx::OpenForDirectRead(path, &direct);
   if (!fd.ok()) {
@@ -169,9 +184,10 @@ int main(int argc, char** argv) {
   }
   std::printf("file %s (%.1f MiB), O_DIRECT %s, %d reads of %llu KiB per run, median of %d\n",
               path.c_str(), file_bytes / 1048576.0, direct ? "yes" : "NO (page cache)", reads,
-              static_cast<unsigned long long>(kChunkBytes / 1024), repeats);
+              static_cast<unsigned long long>(g_chunk_bytes / 1024), repeats);
   std::printf("%-9s %5s %9s %10s\n", "backend", "depth", "GB/s", "IOPS");
-  std::string json = "{\"file\":\"" + path + "\",\"random_24k\":[";
+  std::string json = "{\"file\":\"" + path + "\",\"chunk_bytes\":" + std::to_string(g_chunk_bytes) +
+                     ",\"random\":[";
   bool first = true;
   for (kx::IoBackend backend : {kx::IoBackend::kPread, kx::IoBackend::kUring}) {
     for (int depth : kDepths) {

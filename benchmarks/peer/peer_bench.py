@@ -148,12 +148,29 @@ def loadavg():
         return [float(x) for x in f.read().split()[:3]]
 
 
+def proc_read_bytes():
+    """Bytes this process has caused to be read from storage (/proc/self/io read_bytes:
+    page-cache misses and O_DIRECT reads, not page-cache hits); None where unreadable."""
+    try:
+        with open("/proc/self/io") as f:
+            for line in f:
+                if line.startswith("read_bytes:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
 # --- llama.cpp through llama_cpp's ctypes API -----------------------------------------------
 
 class Peer:
     """One model, one context per (threads, n_ctx); decode through llama_decode only."""
 
-    def __init__(self, model_path, fa, threadpool="persistent"):
+    def __init__(self, model_path, fa, threadpool="persistent", mmap_only=False):
+        """mmap_only: weights stay in the file's mapping (load mode MMAP, no extra buffer
+        types). llama.cpp's default repacks Q4_0 and other types into an interleaved copy in
+        anonymous memory on CPUs with AVX2 (its CPU_REPACK buffer), so the model is then held
+        in RAM whatever the mapping: under a memory limit below the model it is OOM-killed."""
         import ctypes
         import llama_cpp as L
         self.L, self.ct = L, ctypes
@@ -163,6 +180,13 @@ class Peer:
         L.llama_backend_init()
         mp = L.llama_model_default_params()
         mp.n_gpu_layers = 0
+        if mmap_only:
+            if not hasattr(mp, "use_extra_bufts"):
+                raise RuntimeError("this llama_cpp has no use_extra_bufts: cannot keep the "
+                                   "weights mapped")
+            mp.use_extra_bufts = False
+            if hasattr(mp, "load_mode"):
+                mp.load_mode = L.LLAMA_LOAD_MODE_MMAP
         self.model = L.llama_model_load_from_file(model_path.encode(), mp)
         if not self.model:
             raise RuntimeError(f"llama.cpp could not load {model_path}")
@@ -280,17 +304,38 @@ class Peer:
         self.decode(prompt, 0)
         return n_prompt * 1e9 / (time.perf_counter_ns() - t0)
 
-    def tg(self, n_gen, depth, warm):
+    def argmax(self):
+        """The last decoded token's most likely successor (greedy decoding)."""
+        import numpy as np
+        ptr = self.L.llama_get_logits_ith(self.ctx, -1)
+        return int(np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).argmax())
+
+    def tg(self, n_gen, depth, warm, greedy=False, on_token=None):
+        """t/s of n_gen single-token decodes: random tokens, or (greedy) each token the argmax
+        of the previous one's logits from one random token, as kairox-bench --tg-tokens.
+        Sets self.tg_read_bytes: what the timed decodes read from storage (/proc/self/io,
+        None where unreadable). on_token(i), if given, is called after each timed decode."""
         if warm:
             self.fill(depth)
             for i, tok in enumerate(self.random_tokens(TG_WARMUP_TOKENS)):
                 self.decode([tok], depth + i)
         self.fill(depth)
         ids = self.random_tokens(n_gen)
+        if greedy:
+            import numpy  # noqa: F401  (argmax's import: loaded here, not inside the timing)
+        io0 = proc_read_bytes()
         t0 = time.perf_counter_ns()
-        for i, tok in enumerate(ids):
-            self.decode([tok], depth + i)
-        return n_gen * 1e9 / (time.perf_counter_ns() - t0)
+        tok = ids[0]
+        for i in range(n_gen):
+            self.decode([tok if greedy else ids[i]], depth + i)
+            if greedy:
+                tok = self.argmax()
+            if on_token is not None:
+                on_token(i)
+        ns = time.perf_counter_ns() - t0
+        io1 = proc_read_bytes()
+        self.tg_read_bytes = None if io0 is None or io1 is None else io1 - io0
+        return n_gen * 1e9 / ns
 
     def tokenize(self, text, add_special=True):
         """llama-perplexity's tokenization: add_special (BOS if the model adds one), no

@@ -75,6 +75,22 @@ j = json.load(open(sys.argv[1]))
 assert [t["kx_test"] for t in j] == ["pp8", "tg4"], j
 print("json ok")' "$dir/out.json"
 
+# --no-probes (what benchmarks/tier/cgroup_bench.py runs under a memory limit): no bandwidth
+# probe, so no ceiling; the storage bytes of the timed tokens are reported either way.
+# --tg-tokens greedy feeds argmaxes: two runs decode the same tokens, so equal bytes.
+for probes in "" --no-probes; do
+  "$bench" -m "$model" -p 0 -n 4 -r 1 -t 1 -o json --tg-tokens greedy $probes \
+      >"$dir/probes$probes.json" 2>>"$dir/err.txt"
+done
+python3 -c '
+import json, sys
+on, off = (json.load(open(p))[0] for p in sys.argv[1:3])
+assert on["kx_bw_dram_gbps"] > 0 and on["kx_ceiling_dram_ts"] > 0, on
+assert off["kx_bw_dram_gbps"] == 0 and off["kx_ceiling_dram_ts"] == 0, off
+for r in (on, off):
+    assert r["kx_disk_read_bytes_per_token"] >= 0 and r["avg_ts"] > 0, r
+print("probes ok")' "$dir/probes.json" "$dir/probes--no-probes.json"
+
 # Bad lists name the flag and the range, before any model is read.
 fail=0
 check_error() {
@@ -91,4 +107,5 @@ check_error "--threads: expects an integer in [1, 4096], got '0'" -m "$model" -t
 check_error "--n-gen: expects an integer in [0, 16777216], got '-1'" -m "$model" -n -1
 check_error "--output: expects md, csv, json or jsonl, got 'xml'" -m "$model" -o xml
 check_error "nothing to run" -m "$model" -p 0 -n 0,0
+check_error "--tg-tokens: expects random or greedy, got 'argmax'" -m "$model" --tg-tokens argmax
 exit $fail
