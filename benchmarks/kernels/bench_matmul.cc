@@ -130,12 +130,14 @@ void Run(Isa isa, const Shape& s, int64_t ncols, int repeats, double peak_gmacs)
     for (float& v : x) v = normal(rng);
     k.quantize_act(x.data(), s.n, acts.data() + c * stride);
   }
-  // Alternating per slice of rows (256 × 1536 weights or 32 rows: well under
-  // a scheduler time slice, so on a shared machine most samples run undisturbed; the median
-  // of many): the full call, 4-column calls, matvec per column (8 columns).
+  // Alternating per slice of rows (256 × 1536 weights × 64 columns of work or
+  // 32 rows: well under a scheduler time slice, so on a shared machine most
+  // samples run undisturbed; the median of many): the full call, 4-column
+  // calls, matvec per column (8 columns).
   constexpr int64_t kSmall = 4, kMatvecCols = 8;
+  constexpr int64_t kSliceMacs = int64_t{256} * 1536 * 64;
   const int64_t kSliceRows =
-      std::min(s.rows, std::max<int64_t>(32, 256 * 1536 / s.n / 32 * 32));  // ~equal work
+      std::min(s.rows, std::max<int64_t>(32, kSliceMacs / (s.n * ncols) / 32 * 32));
   std::vector<double> mm, m4, mv;  // seconds per row and column
   k.matmul(w.data(), row_bytes, s.n, s.rows, acts.data(), stride, ncols, y.data(), s.rows);
   for (int r = 0; r < repeats; ++r) {

@@ -27,7 +27,7 @@ inline bool IsKQuant(GgmlType t) {
 // than matvec: held to the reference's error bound instead of matvec's bits.
 inline bool HasGemm(GgmlType t) {
   return (IsKQuant(t) && t != GgmlType::kQ2_K) || t == GgmlType::kQ4_0 || t == GgmlType::kQ5_0 ||
-         t == GgmlType::kQ5_1 || t == GgmlType::kQ8_0;
+         t == GgmlType::kQ5_1 || t == GgmlType::kQ8_0 || t == GgmlType::kQ4_1;
 }
 
 inline size_t RowBytes(GgmlType type, int64_t n) {

@@ -1,5 +1,5 @@
 // The matmul for many columns with rows in vector lanes (K-quants:
-// kernels/cpu/kquant_gemm.h; Q4_0, Q5_0, Q5_1, Q8_0: legacy_gemm.h), on every
+// kernels/cpu/kquant_gemm.h; Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: legacy_gemm.h), on every
 // SIMD table this CPU runs (KernelsFor(isa): AVX2, AVX-512, AVX-512 VNNI on
 // one machine): against the scalar reference within its error bound, on row,
 // column and width counts that cover the tile, panel and decode-chunk edges;
@@ -23,7 +23,7 @@ using cpu::TypeKernels;
 
 constexpr GgmlType kGemmTypes[] = {GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
                                    GgmlType::kQ6_K, GgmlType::kQ4_0, GgmlType::kQ5_0,
-                                   GgmlType::kQ5_1, GgmlType::kQ8_0};
+                                   GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kQ4_1};
 
 // Widths: K-quants 1, 3, 6 super-blocks; legacy types 3 blocks (one short
 // decode chunk), Gemma's 640 (2 chunks and a half), 43 blocks (5 chunks and 3).
@@ -159,7 +159,9 @@ TEST_CASE("matmul on many columns is exact at the extremes of the int16 range", 
           std::memset(&w[off + 2], 0x80, 32);  // q = -128
         } else if (!IsKQuant(ty)) {            // every nibble and fifth bit set; d (and m) kept
           std::memset(&w[off + 2], 0xff, bb - 2);
-          if (ty == GgmlType::kQ5_1) std::memcpy(&w[off + 2], &keep[off + 2], 2);
+          if (ty == GgmlType::kQ5_1 || ty == GgmlType::kQ4_1) {
+            std::memcpy(&w[off + 2], &keep[off + 2], 2);  // m
+          }
         } else {
           std::memset(&w[off], 0xff, bb);
           const size_t d_off = ty == GgmlType::kQ3_K ? 108 : 0;
