@@ -1,13 +1,14 @@
-// Prefill matmul microbenchmark: GMAC/s of each ISA's matmul on the
-// Qwen2.5-1.5B Q4_K_M prefill shapes (Q4_K gate/up and QKV, Q6_K down) for a
-// batch of columns, one thread, against the same ISA's matvec run per column
-// and in calls of 4 columns (below kGemmMinCols: the lane / block tiles that
-// ran every matmul before kquant_gemm.h), and against the ceiling of the dot
+// Prefill matmul microbenchmark: GMAC/s of each ISA's matmul on a model's
+// prefill shapes (--shapes qwen: Qwen2.5-1.5B Q4_K_M's Q4_K gate/up and QKV,
+// Q6_K down; gemma: Gemma 3 270M Q4_K_M's Q5_0 gate/up and Q, Q8_0 V, Q6_K
+// down; smollm: SmolLM2-135M Q4_1) for a batch of columns, one thread, against the same ISA's
+// matvec run per column and in calls of 4 columns (below kGemmMinCols: the lane / block tiles that
+// ran every matmul before kquant_gemm.h / legacy_gemm.h), and against the ceiling of the dot
 // instruction the ISA's kernels use (16-bit products: vpdpwssd zmm, 32 MACs
 // per instruction; vpmaddwd + vpaddd zmm, 32; vpmaddwd + vpaddd ymm, 16),
 // measured here on independent accumulators.
 //
-//   bench_matmul [--cols N] [--repeats N] [--isa ISA]
+//   bench_matmul [--cols N] [--repeats N] [--isa ISA] [--shapes qwen|gemma|smollm]
 #include <immintrin.h>
 
 #include <algorithm>
@@ -129,11 +130,14 @@ void Run(Isa isa, const Shape& s, int64_t ncols, int repeats, double peak_gmacs)
     for (float& v : x) v = normal(rng);
     k.quantize_act(x.data(), s.n, acts.data() + c * stride);
   }
-  // Alternating per slice of rows (256 × 1536 weights or 32 rows: well under
-  // a scheduler time slice, so on a shared machine most samples run undisturbed; the median
-  // of many): the full call, 4-column calls, matvec per column (8 columns).
+  // Alternating per slice of rows (256 × 1536 weights × 64 columns of work or
+  // 32 rows: well under a scheduler time slice, so on a shared machine most
+  // samples run undisturbed; the median of many): the full call, 4-column
+  // calls, matvec per column (8 columns).
   constexpr int64_t kSmall = 4, kMatvecCols = 8;
-  const int64_t kSliceRows = std::max<int64_t>(32, 256 * 1536 / s.n / 32 * 32);  // ~equal work
+  constexpr int64_t kSliceMacs = int64_t{256} * 1536 * 64;
+  const int64_t kSliceRows =
+      std::min(s.rows, std::max<int64_t>(32, kSliceMacs / (s.n * ncols) / 32 * 32));
   std::vector<double> mm, m4, mv;  // seconds per row and column
   k.matmul(w.data(), row_bytes, s.n, s.rows, acts.data(), stride, ncols, y.data(), s.rows);
   for (int r = 0; r < repeats; ++r) {
@@ -171,6 +175,7 @@ int Main(int argc, char** argv) {
   int64_t ncols = 64;
   int repeats = 7;
   const char* only_isa = nullptr;
+  std::string shapes = "qwen";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--cols" && i + 1 < argc) {
@@ -179,12 +184,32 @@ int Main(int argc, char** argv) {
       repeats = std::atoi(argv[++i]);
     } else if (a == "--isa" && i + 1 < argc) {
       only_isa = argv[++i];
+    } else if (a == "--shapes" && i + 1 < argc) {
+      shapes = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--cols N] [--repeats N] [--isa ISA]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--cols N] [--repeats N] [--isa ISA] [--shapes qwen|gemma|smollm]\n",
+                   argv[0]);
       return 2;
     }
   }
-  if (ncols < 1 || repeats < 1) return 2;
+  // Rows × n (n: the input width).
+  const std::vector<Shape> kQwen = {{"8960x1536", GgmlType::kQ4_K, 8960, 1536},
+                                    {"1536x8960", GgmlType::kQ6_K, 1536, 8960},
+                                    {"1536x8960", GgmlType::kQ4_K, 1536, 8960},
+                                    {"1536x1536", GgmlType::kQ4_K, 1536, 1536}};
+  // Gemma's 640 is not a multiple of 256: gate, up, Q, K are Q5_0 and V Q8_0.
+  const std::vector<Shape> kGemma = {{"2048x640", GgmlType::kQ5_0, 2048, 640},
+                                     {"1024x640", GgmlType::kQ5_0, 1024, 640},
+                                     {"256x640", GgmlType::kQ8_0, 256, 640},
+                                     {"640x2048", GgmlType::kQ6_K, 640, 2048}};
+  const std::vector<Shape> kSmol = {{"1536x576", GgmlType::kQ4_1, 1536, 576},
+                                    {"576x1536", GgmlType::kQ4_1, 576, 1536}};
+  const std::vector<Shape>* chosen = shapes == "qwen"     ? &kQwen
+                                     : shapes == "gemma"  ? &kGemma
+                                     : shapes == "smollm" ? &kSmol
+                                                          : nullptr;
+  if (ncols < 1 || repeats < 1 || chosen == nullptr) return 2;
   std::printf(
       "CPU: %s; ceiling: the ISA's dot instruction on independent accumulators "
       "(vpdpwssd zmm; vpmaddwd + vpaddd zmm; vpmaddwd + vpaddd ymm), measured here\n\n",
@@ -193,15 +218,11 @@ int Main(int argc, char** argv) {
       "| isa | type | shape | cols | matmul GMAC/s | 4-col calls GMAC/s | matvec GMAC/s | "
       "ceiling GMAC/s | matmul of ceiling | 4-col of ceiling |\n"
       "|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
-  const Shape kShapes[] = {{"8960x1536", GgmlType::kQ4_K, 8960, 1536},
-                           {"1536x8960", GgmlType::kQ6_K, 1536, 8960},
-                           {"1536x8960", GgmlType::kQ4_K, 1536, 8960},
-                           {"1536x1536", GgmlType::kQ4_K, 1536, 1536}};
   for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni}) {
     if (cpu::KernelsFor(isa) == nullptr) continue;
     if (only_isa != nullptr && std::strcmp(only_isa, IsaName(isa)) != 0) continue;
     const double peak = PeakGmacs(isa);
-    for (const Shape& s : kShapes) Run(isa, s, ncols, repeats, peak);
+    for (const Shape& s : *chosen) Run(isa, s, ncols, repeats, peak);
   }
   return 0;
 }

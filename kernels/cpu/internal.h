@@ -83,9 +83,10 @@ inline float RoundHalfEven(float x) {
   return (x + kMagic) - kMagic;          // not reassociated: no -ffast-math anywhere
 }
 
-// K-quant matmuls on at least this many columns run kernels/cpu/kquant_gemm.h
-// (rows in vector lanes; its weight decode is repaid from about 8 columns
-// on), fewer the matvec tiles: the two sum in different orders.
+// K-quant and legacy-quant (Q4_0, Q5_0, Q5_1, Q8_0) matmuls on at least this
+// many columns run kernels/cpu/kquant_gemm.h / legacy_gemm.h (rows in vector
+// lanes; their weight decode is repaid from about 8 columns on), fewer the
+// matvec tiles: the two sum in different orders.
 inline constexpr int64_t kGemmMinCols = 8;
 
 // BlockQ16A activation preparation (shared by every ISA so that all tables

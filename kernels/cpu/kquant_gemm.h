@@ -202,8 +202,9 @@ struct KGemm {
       MakeTiles(std::make_index_sequence<kRowVecs>{}, std::make_index_sequence<kCols>{});
 };
 
-// A K-quant TypeKernels entry: matvec (and matmul on fewer than kGemmMinCols
-// columns) from `Small` (the lane or block tiles), matmul from KGemm.
+// A TypeKernels entry: matvec (and matmul on fewer than kGemmMinCols columns)
+// from `Small` (the lane or block tiles), matmul from `Gemm` (KGemm, or
+// LGemm for the legacy types: legacy_gemm.h).
 template <class Small, class Gemm>
 struct KGemmEntry {
   static void Matmul(const void* w, size_t row_bytes, int64_t n, int64_t rows, const void* act,

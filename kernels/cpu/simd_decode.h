@@ -63,6 +63,12 @@ struct Q5_1Decode {
     return _mm256_or_si256(Nibbles16(p + Q5_1Layout::kQs), FifthBits(p + Q5_1Layout::kQh));
   }
 };
+struct Q4_1Decode {
+  static __m256i Q8(const uint8_t* p) { return Nibbles16(p + Q4_1Layout::kQs); }
+};
+struct Q8_0Decode {
+  static __m256i Q8(const uint8_t* p) { return Load32(p + offsetof(BlockQ8_0, qs)); }
+};
 
 // K-quants: Q8<J>(p) for block J (elements 32J..32J+31) of the super-block at
 // p; Header(p, h) fills the KHeader as kquants.h's scalar Header does, from

@@ -22,6 +22,14 @@ inline bool IsKQuant(GgmlType t) {
          t == GgmlType::kQ5_K || t == GgmlType::kQ6_K;
 }
 
+// Types whose SIMD matmul on kGemmMinCols columns or more runs the rows-in-lanes
+// gemm (kernels/cpu/kquant_gemm.h, legacy_gemm.h), which sums in another order
+// than matvec: held to the reference's error bound instead of matvec's bits.
+inline bool HasGemm(GgmlType t) {
+  return (IsKQuant(t) && t != GgmlType::kQ2_K) || t == GgmlType::kQ4_0 || t == GgmlType::kQ5_0 ||
+         t == GgmlType::kQ5_1 || t == GgmlType::kQ8_0 || t == GgmlType::kQ4_1;
+}
+
 inline size_t RowBytes(GgmlType type, int64_t n) {
   const TypeInfo& info = GetTypeInfo(type);
   return static_cast<size_t>(n / info.block_size) * static_cast<size_t>(info.block_bytes);
@@ -84,10 +92,18 @@ inline std::vector<uint8_t> RandomRows(GgmlType type, int64_t n, int64_t rows,
       size_t d_off = 0, dmin_off = 0;
       bool has_min = true;
       switch (type) {
-        case GgmlType::kQ2_K: d_off = 80, dmin_off = 82; break;
-        case GgmlType::kQ3_K: d_off = 108, has_min = false; break;
-        case GgmlType::kQ6_K: d_off = 208, has_min = false; break;
-        default: d_off = 0, dmin_off = 2; break;
+        case GgmlType::kQ2_K:
+          d_off = 80, dmin_off = 82;
+          break;
+        case GgmlType::kQ3_K:
+          d_off = 108, has_min = false;
+          break;
+        case GgmlType::kQ6_K:
+          d_off = 208, has_min = false;
+          break;
+        default:
+          d_off = 0, dmin_off = 2;
+          break;
       }
       for (uint8_t& b : w) b = static_cast<uint8_t>(byte(rng));
       for (size_t off = 0; off < total; off += bb) {
@@ -136,26 +152,45 @@ WeightParts KParts(const uint8_t* row, int64_t i) {
   int8_t q[cpu::kQK_K];
   L::Quants(p, q);
   const int e = static_cast<int>(i % cpu::kQK_K);
-  return {static_cast<double>(h.d) * h.sc[e / 16] * q[e], static_cast<double>(h.dmin) * h.m[e / 16]};
+  return {static_cast<double>(h.d) * h.sc[e / 16] * q[e],
+          static_cast<double>(h.dmin) * h.m[e / 16]};
 }
 template <class L>
 WeightParts LegacyParts(const uint8_t* row, int64_t i) {
   const uint8_t* p = row + (i / 32) * L::kBlockBytes;
   int8_t q[32];
   L::Quants(p, q);
-  return {static_cast<double>(cpu::HalfToFloat(GetU16(p))) * q[i % 32], -static_cast<double>(L::M(p))};
+  return {static_cast<double>(cpu::HalfToFloat(GetU16(p))) * q[i % 32],
+          -static_cast<double>(L::M(p))};
 }
 inline bool PartsOf(GgmlType type, const uint8_t* row, int64_t i, WeightParts* out) {
   switch (type) {
-    case GgmlType::kQ4_0: *out = LegacyParts<cpu::Q4_0Layout>(row, i); return true;
-    case GgmlType::kQ5_0: *out = LegacyParts<cpu::Q5_0Layout>(row, i); return true;
-    case GgmlType::kQ5_1: *out = LegacyParts<cpu::Q5_1Layout>(row, i); return true;
-    case GgmlType::kQ2_K: *out = KParts<cpu::Q2KLayout>(row, i); return true;
-    case GgmlType::kQ3_K: *out = KParts<cpu::Q3KLayout>(row, i); return true;
-    case GgmlType::kQ4_K: *out = KParts<cpu::Q4KLayout>(row, i); return true;
-    case GgmlType::kQ5_K: *out = KParts<cpu::Q5KLayout>(row, i); return true;
-    case GgmlType::kQ6_K: *out = KParts<cpu::Q6KLayout>(row, i); return true;
-    default: return false;
+    case GgmlType::kQ4_0:
+      *out = LegacyParts<cpu::Q4_0Layout>(row, i);
+      return true;
+    case GgmlType::kQ5_0:
+      *out = LegacyParts<cpu::Q5_0Layout>(row, i);
+      return true;
+    case GgmlType::kQ5_1:
+      *out = LegacyParts<cpu::Q5_1Layout>(row, i);
+      return true;
+    case GgmlType::kQ2_K:
+      *out = KParts<cpu::Q2KLayout>(row, i);
+      return true;
+    case GgmlType::kQ3_K:
+      *out = KParts<cpu::Q3KLayout>(row, i);
+      return true;
+    case GgmlType::kQ4_K:
+      *out = KParts<cpu::Q4KLayout>(row, i);
+      return true;
+    case GgmlType::kQ5_K:
+      *out = KParts<cpu::Q5KLayout>(row, i);
+      return true;
+    case GgmlType::kQ6_K:
+      *out = KParts<cpu::Q6KLayout>(row, i);
+      return true;
+    default:
+      return false;
   }
 }
 

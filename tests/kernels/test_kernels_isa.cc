@@ -153,8 +153,8 @@ TEST_CASE("quantize_act is identical on every ISA at the edges", "[kernels][isa]
 // matvec and matmul vs the scalar matvec. Tolerance: DotErrorBound (both sides
 // round within it, so the difference is bounded by twice it). matmul's column
 // c must equal the same ISA's matvec on column c bit for bit (every row is
-// computed by the same per-row code whatever the tiling), except the K-quant
-// matmul on many columns (test_kquant_gemm.cc), which is held to the bound.
+// computed by the same per-row code whatever the tiling), except the matmul
+// on many columns (HasGemm; test_kquant_gemm.cc), which is held to the bound.
 TEST_CASE("matvec and matmul match the scalar reference", "[kernels][isa]") {
   auto rng = SeededRng(202);
   const KernelTable* ref = cpu::KernelsFor(Isa::kScalar);
@@ -199,10 +199,9 @@ TEST_CASE("matvec and matmul match the scalar reference", "[kernels][isa]") {
           std::vector<float> ym = Poisoned(ldy * ncols);
           k->matmul(w.data(), rb, n, rows, acts.data(), stride, ncols, ym.data(), ldy);
           CheckGuard(ym, ldy * ncols);
-          // K-quant matmuls on kGemmMinCols columns or more sum in another
-          // order (kquant_gemm.h): against the reference instead.
-          const bool gemm = t->isa != Isa::kScalar && IsKQuant(ty) && ty != GgmlType::kQ2_K &&
-                            ncols >= cpu::kGemmMinCols;
+          // Matmuls on kGemmMinCols columns or more sum in another order
+          // (kquant_gemm.h, legacy_gemm.h): against the reference instead.
+          const bool gemm = t->isa != Isa::kScalar && HasGemm(ty) && ncols >= cpu::kGemmMinCols;
           for (int64_t c = 0; c < ncols; ++c) {
             const uint8_t* act_c = acts.data() + c * stride;
             std::vector<float> yc = Poisoned(rows);

@@ -1,8 +1,10 @@
-// The K-quant matmul for many columns (kernels/cpu/kquant_gemm.h), on every
-// SIMD table this CPU runs: against the scalar reference within its error
-// bound, on row and column counts that cover the tile and panel edges; the
-// results independent of how rows and columns are split; exact at the int32
-// limit (Q6_K's |sc·q| = 4096 with ±32767 activations).
+// The matmul for many columns with rows in vector lanes (K-quants:
+// kernels/cpu/kquant_gemm.h; Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: legacy_gemm.h), on every
+// SIMD table this CPU runs (KernelsFor(isa): AVX2, AVX-512, AVX-512 VNNI on
+// one machine): against the scalar reference within its error bound, on row,
+// column and width counts that cover the tile, panel and decode-chunk edges;
+// the results independent of how rows and columns are split; exact at the
+// int32 limit (Q6_K's |sc·q| = 4096, Q8_0's -128, with ±32767 activations).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -20,7 +22,15 @@ using cpu::KernelTable;
 using cpu::TypeKernels;
 
 constexpr GgmlType kGemmTypes[] = {GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
-                                   GgmlType::kQ6_K};
+                                   GgmlType::kQ6_K, GgmlType::kQ4_0, GgmlType::kQ5_0,
+                                   GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kQ4_1};
+
+// Widths: K-quants 1, 3, 6 super-blocks; legacy types 3 blocks (one short
+// decode chunk), Gemma's 640 (2 chunks and a half), 43 blocks (5 chunks and 3).
+std::vector<int64_t> GemmSizes(GgmlType ty) {
+  if (IsKQuant(ty)) return {256, 768, 1536};
+  return {96, 640, 1376};
+}
 constexpr Isa kSimdIsas[] = {Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni};
 constexpr float kPoison = -7.77e33f;
 
@@ -62,19 +72,19 @@ Case MakeCase(const TypeKernels* k, GgmlType ty, int64_t n, int64_t rows, int64_
   return c;
 }
 
-TEST_CASE("K-quant matmul on many columns matches the scalar reference", "[kernels][gemm]") {
+TEST_CASE("matmul on many columns matches the scalar reference", "[kernels][gemm]") {
   auto rng = SeededRng(4401);
   // Rows: one partial vector, one AVX-512 vector, a panel plus a ragged one,
   // several panels; columns: the smallest gemm call and ragged 4-column tiles.
   const int64_t kRows[] = {5, 16, 37, 70};
-  const int64_t kCols[] = {cpu::kGemmMinCols, 9, 13, 18};
+  const int64_t kCols[] = {cpu::kGemmMinCols, 9, 13, 18, 20};
   for (Isa isa : kSimdIsas) {
     const KernelTable* t = cpu::KernelsFor(isa);
     if (t == nullptr) continue;
     for (GgmlType ty : kGemmTypes) {
       const TypeKernels* k = t->For(ty);
       const TypeKernels* ref_q = cpu::KernelsFor(Isa::kScalar)->For(ty);
-      for (int64_t n : {256, 768, 1536}) {
+      for (int64_t n : GemmSizes(ty)) {
         const int64_t rows = kRows[rng() % std::size(kRows)];
         const int64_t ncols = kCols[rng() % std::size(kCols)];
         INFO(IsaName(isa) << " " << TypeName(ty) << " n=" << n << " rows=" << rows
@@ -128,7 +138,7 @@ TEST_CASE("K-quant matmul on many columns matches the scalar reference", "[kerne
 // Every Q6_K scale -128 and q = -32 (|sc·q| = 4096) against activations all
 // ±32767 of one sign per block: 32 such products overflow int32, 16 do not
 // (the kernel sums halves of a block). The other types at every bit set.
-TEST_CASE("K-quant matmul is exact at the extremes of the int16 range", "[kernels][gemm]") {
+TEST_CASE("matmul on many columns is exact at the extremes of the int16 range", "[kernels][gemm]") {
   auto rng = SeededRng(4402);
   const int64_t n = 512, rows = 19, ncols = 9;
   for (Isa isa : kSimdIsas) {
@@ -145,6 +155,13 @@ TEST_CASE("K-quant matmul is exact at the extremes of the int16 range", "[kernel
         if (ty == GgmlType::kQ6_K) {
           std::memset(&w[off], 0x00, 192);       // ql, qh: q = -32
           std::memset(&w[off + 192], 0x80, 16);  // scales: -128
+        } else if (ty == GgmlType::kQ8_0) {
+          std::memset(&w[off + 2], 0x80, 32);  // q = -128
+        } else if (!IsKQuant(ty)) {            // every nibble and fifth bit set; d (and m) kept
+          std::memset(&w[off + 2], 0xff, bb - 2);
+          if (ty == GgmlType::kQ5_1 || ty == GgmlType::kQ4_1) {
+            std::memcpy(&w[off + 2], &keep[off + 2], 2);  // m
+          }
         } else {
           std::memset(&w[off], 0xff, bb);
           const size_t d_off = ty == GgmlType::kQ3_K ? 108 : 0;

@@ -1,6 +1,8 @@
-// AVX2 vector traits for the K-quant matmul (kernels/cpu/kquant_gemm.h): 8
-// rows per vector (vpmaddwd + vpaddd), tiles of 8 rows × 4 columns — 4 int32
-// sums, 4 per-block float parts and 4 accumulators, 12 of the 16 registers.
+// AVX2 vector traits for the K-quant and legacy-quant matmuls
+// (kernels/cpu/kquant_gemm.h, legacy_gemm.h): 8 rows per vector (vpmaddwd +
+// vpaddd), tiles of 8 rows × 4 columns — K-quants: 4 int32 sums, 4 per-block
+// float parts and 4 accumulators, 12 of the 16 registers (legacy types: no
+// parts, their weight scales instead).
 #pragma once
 
 #include <immintrin.h>
@@ -8,6 +10,7 @@
 #include <cstring>
 
 #include "kernels/cpu/kquant_gemm.h"
+#include "kernels/cpu/legacy_gemm.h"
 
 namespace kx::cpu::avx2 {
 
@@ -36,6 +39,7 @@ struct GemmVec {
   }
   static F Cvt(I v) { return _mm256_cvtepi32_ps(v); }
   static F Fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F Mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static I ZeroI() { return _mm256_setzero_si256(); }
   static F ZeroF() { return _mm256_setzero_ps(); }
   static F LoadF(const float* p) { return _mm256_load_ps(p); }
@@ -62,6 +66,14 @@ struct GemmVec {
                                           _mm256_set1_epi16(h.sc[2 * J + 1]));
     _mm256_store_si256(reinterpret_cast<__m256i*>(dst), lo);
     _mm256_store_si256(reinterpret_cast<__m256i*>(dst + 16), hi);
+  }
+
+  // Legacy blocks (legacy_gemm.h): 32 q as int16, two vpmovsxbw.
+  static void Widen(__m256i q8, int16_t* dst) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(dst),
+                       _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q8)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(dst + 16),
+                       _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q8, 1)));
   }
 
   // 8 rows × 8 dwords → 8 vectors of one dword of every row (u[4g + k],
@@ -97,5 +109,7 @@ struct GemmVec {
 
 template <class L, class D>
 using KGemm256 = KGemm<GemmVec, L, D>;
+template <class L, class D>
+using LGemm256 = LGemm<GemmVec, L, D>;
 
 }  // namespace kx::cpu::avx2

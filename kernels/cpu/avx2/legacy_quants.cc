@@ -1,6 +1,8 @@
 // AVX2 Q4_0, Q5_0, Q5_1 × BlockQ16A kernels (see q16a_tiles.h): the shared
 // decoder (simd_decode.h) gives a block's 32 q as int8, sign-extended to two
-// int16 vectors (elements 0-15, 16-31).
+// int16 vectors (elements 0-15, 16-31). Matmuls on kGemmMinCols columns or
+// more run legacy_gemm.h (rows in vector lanes).
+#include "kernels/cpu/avx2/kquant_gemm.h"
 #include "kernels/cpu/avx2/q16a_tiles.h"
 #include "kernels/cpu/simd_decode.h"
 
@@ -22,7 +24,8 @@ struct LegacyWide {
 template <class L, class D>
 constexpr TypeKernels Make(void (*dequantize)(const void*, float*, int64_t)) {
   using E = Q16AEntry<LegacyWide<L, D>>;
-  return {L::kType, &Q16AActBytes, &QuantizeQ16A, &E::Matvec, &E::Matmul, dequantize};
+  using G = KGemmEntry<E, LGemm256<L, D>>;  // matmul on kGemmMinCols columns or more
+  return {L::kType, &Q16AActBytes, &QuantizeQ16A, &E::Matvec, &G::Matmul, dequantize};
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // AVX2 Q4_1 × BlockQ16A kernels (see q16a_tiles.h): a block's 16 nibble
 // bytes widen with one vpmovzxbw; the low nibbles are elements 0-15, the
 // high ones 16-31.
+#include "kernels/cpu/avx2/kquant_gemm.h"
 #include "kernels/cpu/avx2/q16a_tiles.h"
 
 namespace kx::cpu::avx2 {
@@ -18,10 +19,12 @@ struct Q4_1Wide {
 };
 
 using Entry = Q16AEntry<Q4_1Wide>;
+// Matmul on kGemmMinCols columns or more: legacy_gemm.h (rows in vector lanes).
+using Gemm = KGemmEntry<Entry, LGemm256<Q4_1Layout, simd::Q4_1Decode>>;
 
 }  // namespace
 
-const TypeKernels kQ4_1 = {GgmlType::kQ4_1, &Q16AActBytes,  &QuantizeQ16A,
-                           &Entry::Matvec,  &Entry::Matmul, &ref::DequantizeQ4_1};
+const TypeKernels kQ4_1 = {GgmlType::kQ4_1, &Q16AActBytes, &QuantizeQ16A,
+                           &Entry::Matvec,  &Gemm::Matmul, &ref::DequantizeQ4_1};
 
 }  // namespace kx::cpu::avx2

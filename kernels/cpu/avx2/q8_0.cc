@@ -1,5 +1,6 @@
 // AVX2 Q8_0 × BlockQ16A kernels (see q16a_tiles.h): each 16-byte half of a
 // block sign-extends to int16 with one vpmovsxbw (-128 included, exactly).
+#include "kernels/cpu/avx2/kquant_gemm.h"
 #include "kernels/cpu/avx2/q16a_tiles.h"
 
 namespace kx::cpu::avx2 {
@@ -17,10 +18,12 @@ struct Q8_0Wide {
 };
 
 using Entry = Q16AEntry<Q8_0Wide>;
+// Matmul on kGemmMinCols columns or more: legacy_gemm.h (rows in vector lanes).
+using Gemm = KGemmEntry<Entry, LGemm256<Q8_0Layout, simd::Q8_0Decode>>;
 
 }  // namespace
 
-const TypeKernels kQ8_0 = {GgmlType::kQ8_0, &Q16AActBytes,  &QuantizeQ16A,
-                           &Entry::Matvec,  &Entry::Matmul, &ref::DequantizeQ8_0};
+const TypeKernels kQ8_0 = {GgmlType::kQ8_0, &Q16AActBytes, &QuantizeQ16A,
+                           &Entry::Matvec,  &Gemm::Matmul, &ref::DequantizeQ8_0};
 
 }  // namespace kx::cpu::avx2

@@ -1,11 +1,14 @@
-// AVX-512 vector traits for the K-quant matmul (kernels/cpu/kquant_gemm.h):
-// 16 rows per vector, panels of 32 rows, tiles of 32 rows × 4 columns — 8
-// int32 sums, 8 per-block float parts and 8 accumulators, 24 of the 32
-// registers, the rest for the two weight vectors and the broadcast column.
+// AVX-512 vector traits for the K-quant and legacy-quant matmuls
+// (kernels/cpu/kquant_gemm.h, legacy_gemm.h): 16 rows per vector, panels of
+// 32 rows, tiles of 32 rows × 4 columns — K-quants: 8 int32 sums, 8 per-block
+// float parts and 8 accumulators, 24 of the 32 registers, the rest for the
+// two weight vectors and the broadcast column (legacy types: no parts, the
+// block's two weight-scale vectors instead).
 #pragma once
 
 #include "kernels/cpu/avx512/simd.h"
 #include "kernels/cpu/kquant_gemm.h"
+#include "kernels/cpu/legacy_gemm.h"
 
 namespace kx::cpu::avx512 {
 
@@ -37,6 +40,7 @@ struct GemmVec {
   }
   static F Cvt(I v) { return _mm512_cvtepi32_ps(v); }
   static F Fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F Mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static I ZeroI() { return _mm512_setzero_si512(); }
   static F ZeroF() { return _mm512_setzero_ps(); }
   static F LoadF(const float* p) { return _mm512_load_ps(p); }
@@ -57,6 +61,9 @@ struct GemmVec {
     _mm512_store_si512(
         dst, _mm512_mullo_epi16(_mm512_cvtepi8_epi16(q8), _mm512_permutexvar_epi16(idx, sc)));
   }
+
+  // Legacy blocks (legacy_gemm.h): 32 q as int16, one vpmovsxbw.
+  static void Widen(__m256i q8, int16_t* dst) { _mm512_store_si512(dst, _mm512_cvtepi8_epi16(q8)); }
 
   // 16 rows of 16 dwords (int16 pairs) → 16 vectors of one pair of every row:
   // 32-bit and 64-bit interleaves within 128-bit lanes (u[4g + k], lane L:
@@ -89,5 +96,7 @@ struct GemmVec {
 
 template <class L, class D, bool kVnni>
 using KGemm512 = KGemm<GemmVec<kVnni>, L, D>;
+template <class L, class D, bool kVnni>
+using LGemm512 = LGemm<GemmVec<kVnni>, L, D>;
 
 }  // namespace kx::cpu::avx512

@@ -1,9 +1,11 @@
 // AVX-512 Q4_0, Q5_0, Q5_1 weights widened to int16 for q16a_tiles.h (pair
 // layout): the shared decoder (simd_decode.h) gives each block's 32 q as
 // int8; the two blocks' halves are interleaved [b 0-15 | b+1 0-15],
-// [b 16-31 | b+1 16-31] and sign-extended with one vpmovsxbw each.
+// [b 16-31 | b+1 16-31] and sign-extended with one vpmovsxbw each. Matmuls
+// on kGemmMinCols columns or more run legacy_gemm.h (rows in vector lanes).
 #pragma once
 
+#include "kernels/cpu/avx512/kquant_gemm.h"
 #include "kernels/cpu/avx512/q16a_tiles.h"
 #include "kernels/cpu/simd_decode.h"
 
@@ -38,7 +40,8 @@ struct LegacyKernels {
   template <class L, class D>
   static constexpr TypeKernels Make(void (*dequantize)(const void*, float*, int64_t)) {
     using E = Q16AEntry<LegacyWide<L, D>, kVnni>;
-    return {L::kType, &Q16AActBytes, &QuantizeQ16AVec, &E::Matvec, &E::Matmul, dequantize};
+    using G = KGemmEntry<E, LGemm512<L, D, kVnni>>;  // matmul on kGemmMinCols columns or more
+    return {L::kType, &Q16AActBytes, &QuantizeQ16AVec, &E::Matvec, &G::Matmul, dequantize};
   }
 };
 

@@ -3,8 +3,11 @@
 
 namespace kx::cpu::avx512 {
 
-const TypeKernels kQ4_1 = {GgmlType::kQ4_1,          &Q16AActBytes,
-                           &QuantizeQ16AVec,             &Q4_1Entry<false>::Matvec,
-                           &Q4_1Entry<false>::Matmul, &ref::DequantizeQ4_1};
+const TypeKernels kQ4_1 = {GgmlType::kQ4_1,
+                           &Q16AActBytes,
+                           &QuantizeQ16AVec,
+                           &Q4_1Entry<false>::Matvec,
+                           &Q4_1Gemm<Q4_1Entry<false>, false>::Matmul,
+                           &ref::DequantizeQ4_1};
 
 }  // namespace kx::cpu::avx512

@@ -8,6 +8,7 @@
 //    those give elements 0-7, 16-23 (and 8-15, 24-31).
 #pragma once
 
+#include "kernels/cpu/avx512/kquant_gemm.h"
 #include "kernels/cpu/avx512/q16a_tiles.h"
 
 namespace kx::cpu::avx512 {
@@ -124,5 +125,9 @@ struct Q4_1WideVbmi : Q4_1Wide {
 
 template <bool kVnni>
 using Q4_1Entry = Q16AEntry<Q4_1Wide, kVnni>;
+// Matmul on kGemmMinCols columns or more: legacy_gemm.h (rows in vector lanes;
+// 2× the quad tiles' speed at 512 columns, docs/performance.md).
+template <class Small, bool kVnni>
+using Q4_1Gemm = KGemmEntry<Small, LGemm512<Q4_1Layout, simd::Q4_1Decode, kVnni>>;
 
 }  // namespace kx::cpu::avx512

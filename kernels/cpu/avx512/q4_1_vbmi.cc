@@ -7,7 +7,7 @@ const TypeKernels kQ4_1VnniVbmi = {GgmlType::kQ4_1,
                                    &Q16AActBytes,
                                    &QuantizeQ16AVec,
                                    &Q16AEntry<Q4_1WideVbmi, true>::Matvec,
-                                   &Q16AEntry<Q4_1WideVbmi, true>::Matmul,
+                                   &Q4_1Gemm<Q16AEntry<Q4_1WideVbmi, true>, true>::Matmul,
                                    &ref::DequantizeQ4_1};
 
 }  // namespace kx::cpu::avx512

@@ -1,9 +1,11 @@
 // AVX-512 Q8_0 weights widened to int16 for q16a_tiles.h (q8_0.cc without
 // VNNI, q8_0_vnni.cc with it): each half of a pair's two blocks (elements
 // 0-15 of both, then 16-31 of both) sign-extends with one vpmovsxbw. Every
-// int8 value, -128 included, is exact as an int16.
+// int8 value, -128 included, is exact as an int16. Matmuls on kGemmMinCols
+// columns or more run legacy_gemm.h (rows in vector lanes; q8_0.cc).
 #pragma once
 
+#include "kernels/cpu/avx512/kquant_gemm.h"
 #include "kernels/cpu/avx512/q16a_tiles.h"
 
 namespace kx::cpu::avx512 {

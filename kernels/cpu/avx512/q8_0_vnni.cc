@@ -3,8 +3,12 @@
 
 namespace kx::cpu::avx512 {
 
-const TypeKernels kQ8_0Vnni = {GgmlType::kQ8_0,         &Q16AActBytes,
-                               &QuantizeQ16AVec,            &Q8_0Entry<true>::Matvec,
-                               &Q8_0Entry<true>::Matmul, &ref::DequantizeQ8_0};
+const TypeKernels kQ8_0Vnni = {
+    GgmlType::kQ8_0,
+    &Q16AActBytes,
+    &QuantizeQ16AVec,
+    &Q8_0Entry<true>::Matvec,
+    &KGemmEntry<Q8_0Entry<true>, LGemm512<Q8_0Layout, simd::Q8_0Decode, true>>::Matmul,
+    &ref::DequantizeQ8_0};
 
 }  // namespace kx::cpu::avx512
