@@ -4,14 +4,13 @@
 // ceiling:
 //   tg: bytes read per token ÷ read bandwidth measured by this program with
 //       its own threads, at a cache-resident and at the DRAM working set;
-//   pp: FLOPs per token ÷ the peak of the matmul prefill runs on: the
-//       engine's Q4_1 kernel (--prefill native) or its oneDNN bf16 path
-//       (--prefill dnnl), measured on a large problem.
+//   pp: FLOPs per token ÷ the peak of the engine's Q4_1 matmul, measured
+//       on a large problem.
 // Probes run between repetitions (the machine's caches and clocks are shared
 // with the runs) and their medians are reported.
 //
 //   kairox-bench -m model.gguf [-t 1,2,4] [-p 128,512] [-n 64,128] [-r 5] [-d 0,512]
-//                [-o md|csv|json|jsonl] [--e2e] [--prefill native|dnnl|dnnl-fast]
+//                [-o md|csv|json|jsonl] [--e2e]
 //                [--no-probes] [--tg-tokens random|greedy]
 //
 // -p, -n, -t and -d take comma lists, as llama-bench's do: every thread count and
@@ -68,7 +67,6 @@ struct Args {
   int n_batch = 0;  // engine default
   std::string output = "md";
   bool e2e = false;
-  std::string prefill;  // "": the engine's default
   std::string kv_type = "f16";
   EngineOptions engine;  // the sparsity, tier and device flags
   bool compare_dense = true;
@@ -105,8 +103,7 @@ int ParseArgs(int argc, char** argv, Args* a) {
   a->model = cli::DefaultModelPath();
   app.add_option("-m,--model", a->model,
                  "GGUF model (default: $KAIROX_MODEL, else the one cmake/fetch_model.sh fetches)");
-  AddIntList(app, "-t,--threads", &a->threads, 1, cli::kMaxThreads,
-             "threads, a comma list")
+  AddIntList(app, "-t,--threads", &a->threads, 1, cli::kMaxThreads, "threads, a comma list")
       ->default_str("all cores");
   AddIntList(app, "-p,--n-prompt", &a->n_prompt, 0, cli::kMaxContext,
              "prompt tokens of the pp tests, a comma list (0: no pp test)");
@@ -115,21 +112,16 @@ int ParseArgs(int argc, char** argv, Args* a) {
   AddIntList(app, "-d,--n-depth", &a->depth, 0, cli::kMaxContext,
              "tokens in the KV cache before each test, a comma list");
   cli::AddInt(app, "-r,--repetitions", &a->repetitions, 1, 100000, "repetitions of each test");
-  cli::AddInt(app, "-b,--batch-size", &a->n_batch, 1, cli::kMaxContext,
-              "tokens per prefill batch")
+  cli::AddInt(app, "-b,--batch-size", &a->n_batch, 1, cli::kMaxContext, "tokens per prefill batch")
       ->default_str("the engine's");
   app.add_option("-o,--output", a->output,
                  "output format: md (a table), csv, json (an array) or jsonl (an object per "
                  "line), with llama-bench's field names")
       ->check(cli::OneOf({"md", "csv", "json", "jsonl"}));
   app.add_flag("--e2e", a->e2e, "also time tg with the default sampler included");
-  app.add_option("--prefill", a->prefill,
-                 "batched matmuls: the quantized kernels (native), or oneDNN bf16 with split "
-                 "(dnnl) or single bf16 activations (dnnl-fast)")
-      ->check(cli::OneOf({"native", "dnnl", "dnnl-fast"}))
-      ->default_str("$KAIROX_PREFILL, else the engine's");
-  app.add_flag_callback("--no-dense", [a] { a->compare_dense = false; },
-                        "with a sidecar: skip the dense tg run beside the sparse one");
+  app.add_flag_callback(
+      "--no-dense", [a] { a->compare_dense = false; },
+      "with a sidecar: skip the dense tg run beside the sparse one");
   app.add_option("--kv-type", a->kv_type, "KV cache element type")
       ->check(cli::OneOf({"f16", "q8_0"}));
   app.add_flag_callback(
@@ -153,18 +145,6 @@ int ParseArgs(int argc, char** argv, Args* a) {
     return 0;
   }
   if (a->kv_type == "q8_0") a->engine.kv_type = EngineOptions::KvType::kQ8_0;
-  // The engine lets KAIROX_PREFILL override its options: the default here
-  // too, so the ceiling matches the path that runs.
-  const char* env_prefill = std::getenv("KAIROX_PREFILL");
-  if (env_prefill != nullptr && a->prefill.empty()) a->prefill = env_prefill;
-  if (!a->prefill.empty() && a->prefill != "native" && a->prefill != "dnnl" &&
-      a->prefill != "dnnl-fast") {
-    return fail("KAIROX_PREFILL expects native, dnnl or dnnl-fast, got '" + a->prefill + "'");
-  }
-  if (env_prefill != nullptr && a->prefill != env_prefill) {
-    return fail("--prefill " + a->prefill + " contradicts KAIROX_PREFILL=" + env_prefill +
-                " (which the engine obeys)");
-  }
   const auto all_zero = [](const std::vector<int64_t>& v) {
     return std::all_of(v.begin(), v.end(), [](int64_t x) { return x == 0; });
   };
@@ -312,13 +292,9 @@ class Bench {
     r.n_prompt = n_prompt;
     r.flops_per_token = engine_.FlopsPerToken();
     const std::vector<int32_t> prompt = RandomTokens(n_prompt);
-    KX_RETURN_IF_ERROR(ResetToDepth(depth));  // warm-up run (converts oneDNN weights)
+    KX_RETURN_IF_ERROR(ResetToDepth(depth));  // warm-up run
     KX_RETURN_IF_ERROR(engine_.Eval(prompt));
-    // The ceiling is the peak of the path the batches really took.
-    const bool dnnl = engine_.PrefillWeightBytes() > 0;
-    const bool split = args_.prefill != "dnnl-fast";
-    r.prefill_weight_bytes = engine_.PrefillWeightBytes();
-    r.peak_method = dnnl ? DnnlMatmulPeakMethod(split) : MatmulPeakMethod();
+    r.peak_method = MatmulPeakMethod();
     std::vector<double> peaks;
     ProfileTotals op_sum;
     for (int rep = 0; rep < args_.repetitions; ++rep) {
@@ -329,8 +305,7 @@ class Bench {
       r.samples_ns.push_back(sw.ElapsedNs());
       AddDifference(before, Snapshot(engine_.profile()), op_sum);
       if (args_.probes) {
-        peaks.push_back(dnnl ? DnnlMatmulPeakGflops(engine_.n_threads(), split)
-                             : MatmulPeakGflops(engine_.n_threads()));
+        peaks.push_back(MatmulPeakGflops(engine_.n_threads()));
       }
       Progress(r, rep);
     }
@@ -410,10 +385,10 @@ class Bench {
         r.slots_per_layer = tier->slots_per_layer();
         r.groups_per_layer = tier->residency().n_groups();
         r.hit_rate = ts.groups_needed > 0 ? static_cast<double>(ts.hits) / ts.groups_needed : 0;
-        r.needed_fraction = ts.layer_steps > 0 ? static_cast<double>(ts.groups_needed) /
-                                                     (static_cast<double>(ts.layer_steps) *
-                                                      r.groups_per_layer)
-                                               : 0;
+        r.needed_fraction = ts.layer_steps > 0
+                                ? static_cast<double>(ts.groups_needed) /
+                                      (static_cast<double>(ts.layer_steps) * r.groups_per_layer)
+                                : 0;
         r.read_bytes_per_token = static_cast<double>(ts.bytes_read) / tokens;
         r.read_ops_per_token = static_cast<double>(ts.read_ops) / tokens;
         r.io_wait_ms_per_token = static_cast<double>(ts.io_wait_ns) * 1e-6 / tokens;
@@ -433,9 +408,9 @@ class Bench {
         r.device_group_share = ds.groups_needed > 0
                                    ? static_cast<double>(ds.groups_on_device) / ds.groups_needed
                                    : 0.0;
-        r.device_neuron_share =
-            ds.neurons_needed > 0 ? static_cast<double>(ds.neurons_on_device) / ds.neurons_needed
-                                  : 0.0;
+        r.device_neuron_share = ds.neurons_needed > 0
+                                    ? static_cast<double>(ds.neurons_on_device) / ds.neurons_needed
+                                    : 0.0;
         r.device_loads_per_token = static_cast<double>(ds.loads) / tokens;
         r.device_load_bytes_per_token = static_cast<double>(ds.bytes_loaded) / tokens;
         r.device_wait_ms_per_token = static_cast<double>(ds.device_wait_ns) * 1e-6 / tokens;
@@ -541,7 +516,8 @@ absl::Status RunInstance(const Args& args, const EngineOptions& opts, Engine& en
       EngineOptions dense_opts = opts;
       dense_opts.sparse = false;
       dense_opts.ram_budget.clear();
-      KX_ASSIGN_OR_RETURN(std::unique_ptr<Engine> dense, Engine::Create(engine.model(), dense_opts));
+      KX_ASSIGN_OR_RETURN(std::unique_ptr<Engine> dense,
+                          Engine::Create(engine.model(), dense_opts));
       Bench dense_bench(args, *dense);
       KX_ASSIGN_OR_RETURN(TestResult d, dense_bench.RunGeneration(n, depth));
       d.name += " dense";
@@ -575,12 +551,9 @@ absl::Status Run(const Args& args) {
   }
   EngineOptions opts = args.engine;
   if (args.n_batch > 0) opts.n_batch = args.n_batch;
-  if (args.prefill == "dnnl") opts.prefill = EngineOptions::Prefill::kDnnl;
-  if (args.prefill == "dnnl-fast") opts.prefill = EngineOptions::Prefill::kDnnlFast;
-  if (args.prefill == "native") opts.prefill = EngineOptions::Prefill::kNative;
   // Room for the deepest test; tg's warm-up adds a few tokens.
-  opts.n_ctx = MaxOf(args.depth) + std::max({MaxOf(args.n_prompt), MaxOf(args.n_gen) + 1,
-                                             kTgWarmupTokens});
+  opts.n_ctx =
+      MaxOf(args.depth) + std::max({MaxOf(args.n_prompt), MaxOf(args.n_gen) + 1, kTgWarmupTokens});
   // One engine per thread count, all on the weights the first one loaded.
   const std::vector<int64_t> threads =
       args.threads.empty() ? std::vector<int64_t>{0} : args.threads;

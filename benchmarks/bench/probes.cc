@@ -4,14 +4,11 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <memory>
 #include <random>
 #include <thread>
 
 #include "absl/strings/str_format.h"
-#include "base/thread_pool.h"
 #include "base/timer.h"
-#include "engine/dnnl_linear.h"
 #include "kernels/cpu/bandwidth.h"
 #include "kernels/cpu/kernels.h"
 #include "tensor/dtype.h"
@@ -24,11 +21,6 @@ namespace {
 constexpr int64_t kMatmulRows = 2048;
 constexpr int64_t kMatmulInputs = 4096;
 constexpr int64_t kMatmulPeakColumns = 64;
-// The oneDNN bf16 probe: 2048 × 2048 weights (8 MiB of bf16, past L2)
-// against 512 activation columns, the largest prefill batch.
-constexpr int64_t kDnnlRows = 2048;
-constexpr int64_t kDnnlInputs = 2048;
-constexpr int64_t kDnnlColumns = 512;
 // Timed passes per probe (after one untimed warm-up pass).
 constexpr int kMatmulPasses = 3;
 // Timed regions inside one bandwidth probe (it returns their median).
@@ -124,55 +116,6 @@ double MatmulPeakGflops(int n_threads) {
   const double seconds = sw.ElapsedSeconds();
   const double flops = 2.0 * static_cast<double>(kMatmulRows) * static_cast<double>(kMatmulInputs) *
                        static_cast<double>(kMatmulPeakColumns) * kMatmulPasses;
-  return seconds > 0.0 ? flops / seconds * 1e-9 : 0.0;
-}
-
-std::string DnnlMatmulPeakMethod(bool split_src) {
-  return absl::StrFormat("oneDNN bf16 matmul (%s), %s activations, %d x %d weights x %d columns",
-                         DnnlLinear::ImplName(kDnnlColumns, kDnnlInputs, kDnnlRows),
-                         split_src ? "split (2 x bf16)" : "bf16", kDnnlRows, kDnnlInputs,
-                         kDnnlColumns);
-}
-
-double DnnlMatmulPeakGflops(int n_threads, bool split_src) {
-  if (!DnnlLinear::Supported()) return 0.0;
-  // Built once: the pool, the F32 weights (converted to bf16 by the first
-  // run) and random inputs of a realistic magnitude.
-  static std::unique_ptr<ThreadPool> pool;
-  static std::unique_ptr<DnnlLinear> dl;
-  static bool dl_split = false;
-  static std::vector<float> weights, src, dst;
-  static WeightRef ref;
-  if (pool == nullptr || pool->size() != n_threads || dl_split != split_src) {
-    dl.reset();
-    pool = std::make_unique<ThreadPool>(n_threads);
-    dl = std::make_unique<DnnlLinear>(n_threads, split_src);
-    dl_split = split_src;
-    std::mt19937_64 rng(0x5EED);
-    std::normal_distribution<float> dist(0.0f, 1.0f);
-    weights.resize(static_cast<size_t>(kDnnlRows * kDnnlInputs));
-    src.resize(static_cast<size_t>(kDnnlColumns * kDnnlInputs));
-    dst.resize(static_cast<size_t>(kDnnlColumns * kDnnlRows));
-    for (float& v : weights) v = 0.02f * dist(rng);
-    for (float& v : src) v = dist(rng);
-    ref.data = reinterpret_cast<const uint8_t*>(weights.data());
-    ref.type = GgmlType::kF32;
-    ref.n_in = kDnnlInputs;
-    ref.n_out = kDnnlRows;
-    ref.row_bytes = sizeof(float) * static_cast<uint64_t>(kDnnlInputs);
-    ref.name = "probe";
-  }
-  const DnnlLinear::Job job{&ref, dst.data(), kDnnlRows};
-  ThreadPool::HotScope hot(*pool);
-  auto pass = [&] {
-    return dl->RunGroup(src.data(), kDnnlInputs, static_cast<int>(kDnnlColumns), &job, 1, *pool);
-  };
-  if (!pass()) return 0.0;  // warm-up: converts the weights, creates the primitives
-  Stopwatch sw;
-  for (int i = 0; i < kMatmulPasses; ++i) pass();
-  const double seconds = sw.ElapsedSeconds();
-  const double flops = 2.0 * static_cast<double>(kDnnlRows) * static_cast<double>(kDnnlInputs) *
-                       static_cast<double>(kDnnlColumns) * kMatmulPasses;
   return seconds > 0.0 ? flops / seconds * 1e-9 : 0.0;
 }
 

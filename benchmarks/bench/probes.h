@@ -28,15 +28,6 @@ double MatmulPeakGflops(int n_threads);
 // How MatmulPeakGflops measures, for the report.
 std::string MatmulPeakMethod();
 
-// Compute peak (GFLOP/s) of the engine's oneDNN bf16 prefill path
-// (engine/dnnl_linear.h: each pool thread runs a single-threaded oneDNN
-// matmul on its slice of rows) on a large square problem, activation
-// rounding included. With split_src (two bf16 per activation, two matmuls)
-// the FLOPs counted are the problem's, once: the ceiling that path can
-// reach. <= 0 when oneDNN has no optimized bf16 matmul here.
-double DnnlMatmulPeakGflops(int n_threads, bool split_src);
-std::string DnnlMatmulPeakMethod(bool split_src);
-
 // Bytes this process (all its threads) has caused to be read from storage so far: the
 // `read_bytes` line of /proc/self/io (O_DIRECT reads and page-cache misses alike; reads served
 // from the page cache do not count). -1 where the file is unreadable.

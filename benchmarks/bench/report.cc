@@ -75,9 +75,10 @@ void PrintMarkdown(const RunInfo& run, const std::vector<TestResult>& results, s
     const double frac = r.FractionOfCeiling();
     absl::FPrintF(
         out, "| %-24s | %10s | %10s | %-7s | %7d | %16s | %18s | %13s | %13s | %13s | %7s |\n",
-        run.model.type, FormatSize(run.model.size_bytes), FormatParams(run.model.n_params), run.backend,
-        r.n_threads, r.name, ts, FormatTs(r.CeilingDramTs()), FormatTs(r.CeilingCacheTs()),
-        FormatTs(r.CeilingComputeTs()), frac > 0.0 ? absl::StrFormat("%.1f%%", 100.0 * frac) : "-");
+        run.model.type, FormatSize(run.model.size_bytes), FormatParams(run.model.n_params),
+        run.backend, r.n_threads, r.name, ts, FormatTs(r.CeilingDramTs()),
+        FormatTs(r.CeilingCacheTs()), FormatTs(r.CeilingComputeTs()),
+        frac > 0.0 ? absl::StrFormat("%.1f%%", 100.0 * frac) : "-");
   }
   absl::FPrintF(out, "\n");
   for (const TestResult& r : results) {
@@ -105,8 +106,10 @@ void PrintMarkdown(const RunInfo& run, const std::vector<TestResult>& results, s
                     r.name, r.sparsity, 100.0 * r.predicted_fraction, 100.0 * r.kept_fraction);
     }
     if (r.graph_parts > 0) {
-      absl::FPrintF(out, "%s: decode on the task graph, %d parts per token (KAIROX_EXEC=pool: "
-                         "one pool dispatch per op)\n", r.name, r.graph_parts);
+      absl::FPrintF(out,
+                    "%s: decode on the task graph, %d parts per token (KAIROX_EXEC=pool: "
+                    "one pool dispatch per op)\n",
+                    r.name, r.graph_parts);
     }
     if (r.tiered) {
       absl::FPrintF(out,
@@ -115,26 +118,27 @@ void PrintMarkdown(const RunInfo& run, const std::vector<TestResult>& results, s
                     "%.0f reads per token, per token %.3f ms waiting on reads vs %.3f ms "
                     "computing the FFN%s\n",
                     r.name, r.policy, r.slots_per_layer, r.groups_per_layer, r.io_backend,
-                    100.0 * r.needed_fraction, 100.0 * r.hit_rate, r.read_bytes_per_token / kBytesPerMiB,
-                    r.read_ops_per_token, r.io_wait_ms_per_token, r.ffn_ms_per_token,
+                    100.0 * r.needed_fraction, 100.0 * r.hit_rate,
+                    r.read_bytes_per_token / kBytesPerMiB, r.read_ops_per_token,
+                    r.io_wait_ms_per_token, r.ffn_ms_per_token,
                     r.lambda_mean > 0 ? absl::StrFormat(", λ %.3f", r.lambda_mean) : "");
     }
     if (r.device_ffn) {
-      absl::FPrintF(out,
-                    "%s: split FFN: device policy %s, %d groups per layer in device slots: "
-                    "%.1f %% of needed groups (%.1f %% of predicted neurons) on the device, "
-                    "%.1f reloads (%.3f MiB) per token; per token %.3f ms waiting on the "
-                    "device vs %.3f ms of CPU share%s%s\n",
-                    r.name, r.device_policy, r.device_slots_per_layer,
-                    100.0 * r.device_group_share, 100.0 * r.device_neuron_share,
-                    r.device_loads_per_token, r.device_load_bytes_per_token / kBytesPerMiB,
-                    r.device_wait_ms_per_token, r.device_cpu_ms_per_token,
-                    r.device_load_wait_ms_per_token > 0
-                        ? absl::StrFormat(", %.3f ms waiting on loads from RAM slots",
-                                          r.device_load_wait_ms_per_token)
-                        : "",
-                    r.device_lambda_mean > 0 ? absl::StrFormat(", λ %.3f", r.device_lambda_mean)
-                                             : "");
+      absl::FPrintF(
+          out,
+          "%s: split FFN: device policy %s, %d groups per layer in device slots: "
+          "%.1f %% of needed groups (%.1f %% of predicted neurons) on the device, "
+          "%.1f reloads (%.3f MiB) per token; per token %.3f ms waiting on the "
+          "device vs %.3f ms of CPU share%s%s\n",
+          r.name, r.device_policy, r.device_slots_per_layer, 100.0 * r.device_group_share,
+          100.0 * r.device_neuron_share, r.device_loads_per_token,
+          r.device_load_bytes_per_token / kBytesPerMiB, r.device_wait_ms_per_token,
+          r.device_cpu_ms_per_token,
+          r.device_load_wait_ms_per_token > 0
+              ? absl::StrFormat(", %.3f ms waiting on loads from RAM slots",
+                                r.device_load_wait_ms_per_token)
+              : "",
+          r.device_lambda_mean > 0 ? absl::StrFormat(", λ %.3f", r.device_lambda_mean) : "");
     }
     if (r.device_ffn) {
       absl::FPrintF(out,
@@ -154,10 +158,6 @@ void PrintMarkdown(const RunInfo& run, const std::vector<TestResult>& results, s
                     r.name, r.stall_cpu_ms_per_token, r.stall_gpu_ms_per_token,
                     r.stall_h2d_critical_ms_per_token, r.stall_h2d_background_ms_per_token,
                     r.stall_disk_ms_per_token, r.stall_other_ms_per_token);
-    }
-    if (r.prefill_weight_bytes > 0) {
-      absl::FPrintF(out, "%s: oneDNN bf16 prefill, %.2f MiB of bf16 weight copies\n", r.name,
-                    static_cast<double>(r.prefill_weight_bytes) / kBytesPerMiB);
     }
   }
   for (const TestResult& r : results) {
@@ -271,8 +271,6 @@ nlohmann::ordered_json TestObject(const RunInfo& run, const TestResult& r) {
     j["kx_flops_per_token"] = r.flops_per_token;
     j["kx_peak_gflops"] = r.peak_gflops;
     j["kx_peak_method"] = r.peak_method.empty() ? run.peak_method : r.peak_method;
-    j["kx_prefill"] = r.prefill_weight_bytes > 0 ? "dnnl" : "native";
-    j["kx_prefill_weight_bytes"] = r.prefill_weight_bytes;
     j["kx_ceiling_compute_ts"] = r.CeilingComputeTs();
     j["kx_fraction_of_ceiling"] = r.FractionOfCeiling();
   }

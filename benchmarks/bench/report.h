@@ -45,15 +45,14 @@ struct TestResult {
   // pp: work per token and the measured compute peak (median of probes).
   double flops_per_token = 0.0;
   double peak_gflops = 0.0;
-  std::string peak_method;            // how peak_gflops was measured ("": RunInfo's)
-  uint64_t prefill_weight_bytes = 0;  // bf16 weight copies of the oneDNN path (0: native)
+  std::string peak_method;  // how peak_gflops was measured ("": RunInfo's)
   // tg with a sidecar: the sparse FFN. weight_bytes_per_token then counts the
   // non-FFN weights, the predicted fraction of the bundles and the predictors.
   bool sparse = false;
   double sparsity = 0.0;
   double predicted_fraction = 0.0;  // FFN neurons computed per layer-token
   double kept_fraction = 0.0;       // of those, above the threshold
-  int64_t graph_parts = 0;  // tg: task-graph parts per decode token (0: the pool path)
+  int64_t graph_parts = 0;          // tg: task-graph parts per decode token (0: the pool path)
   // tg under --ram-budget: bundles from the sidecar file through the RAM tier.
   bool tiered = false;
   std::string policy, io_backend;
@@ -69,12 +68,12 @@ struct TestResult {
   bool device_ffn = false;
   std::string device_policy;
   int device_slots_per_layer = 0;
-  double device_group_share = 0.0;     // needed groups computed on the device
-  double device_neuron_share = 0.0;    // predicted neurons computed on the device
+  double device_group_share = 0.0;      // needed groups computed on the device
+  double device_neuron_share = 0.0;     // predicted neurons computed on the device
   double device_loads_per_token = 0.0;  // bundles reloaded (background stream)
   double device_load_bytes_per_token = 0.0;
-  double device_wait_ms_per_token = 0.0;  // the host waited for the device's partial sums
-  double device_cpu_ms_per_token = 0.0;   // the CPU's share of the split FFN
+  double device_wait_ms_per_token = 0.0;       // the host waited for the device's partial sums
+  double device_cpu_ms_per_token = 0.0;        // the CPU's share of the split FFN
   double device_load_wait_ms_per_token = 0.0;  // three tiers: waits for loads from RAM slots
   double device_lambda_mean = 0.0;
   // Device-timed parts per token (timing events; docs/device.md): the critical uploads, the

@@ -30,9 +30,9 @@ class Model;
 struct LlamaHParams;
 
 struct EngineOptions {
-  int n_threads = 0;    // 0: all cores the process may use
-  int n_ctx = 0;        // 0: min(model's trained context, 4096)
-  int n_batch = 64;     // tokens per prefill batch
+  int n_threads = 0;  // 0: all cores the process may use
+  int n_ctx = 0;      // 0: min(model's trained context, 4096)
+  int n_batch = 64;   // tokens per prefill batch
 
   // KV cache element type. kQ8_0 stores each head's row of K and V as ggml
   // Q8_0 blocks (34 bytes per 32 values, 0.53× the F16 bytes; logits move
@@ -40,28 +40,14 @@ struct EngineOptions {
   enum class KvType { kF16, kQ8_0 };
   KvType kv_type = KvType::kF16;
 
-  // Batched linear ops (prefill) through oneDNN's bf16 matmul (engine/dnnl_linear.h)
-  // on CPUs with AVX-512 BF16 or AMX; elsewhere, and for batches smaller than
-  // dnnl_min_batch, the native quantized kernels. Weights are converted to bf16
-  // on the first batch that uses them and kept: 2 bytes per weight more
-  // memory (Engine::PrefillWeightBytes). kDnnl splits activations into two
-  // bf16 (16 significant bits, two matmuls); kDnnlFast rounds them to one
-  // (8 bits: SmolLM2's logits move by up to ~0.5). KAIROX_PREFILL=native|dnnl|
-  // dnnl-fast overrides.
-  enum class Prefill { kNative, kDnnl, kDnnlFast };
-  Prefill prefill = Prefill::kNative;
-  // Smaller batches stay native. 0: the crossover measured for the path on
-  // a 2-core AVX-512 BF16 machine (kDnnl 32 tokens, kDnnlFast 8).
-  int dnnl_min_batch = 0;
-
   // Activation sparsity (engine/sparse_runtime.h). With a sidecar, decode
   // computes only the FFN neurons its predictors select.
-  std::string sidecar;          // "": <model>.kairox.gguf beside the model, if it exists
-  bool sparse = true;           // false: dense even when a sidecar exists (--no-sparse)
-  float sparsity = -1.0f;       // < 0: the sidecar's own (--sparsity)
-  bool use_predictor = true;    // false: the oracle (threshold only)
-  bool masked_dense = false;    // decode masked-dense too (a reference for the sparse kernels)
-  std::string trace_path;       // --trace: record predicted/actual neurons per token and layer
+  std::string sidecar;        // "": <model>.kairox.gguf beside the model, if it exists
+  bool sparse = true;         // false: dense even when a sidecar exists (--no-sparse)
+  float sparsity = -1.0f;     // < 0: the sidecar's own (--sparsity)
+  bool use_predictor = true;  // false: the oracle (threshold only)
+  bool masked_dense = false;  // decode masked-dense too (a reference for the sparse kernels)
+  std::string trace_path;     // --trace: record predicted/actual neurons per token and layer
   // RAM budget (--ram-budget): a hard limit on the memory the session owns —
   // KV cache, scratch, predictors and sparse scratch, bundle staging and
   // resident bundles (engine/bundle_tier.h). "" means no limit (accounted
@@ -73,9 +59,9 @@ struct EngineOptions {
   // them. Model weights outside the FFN stay mapped and are not counted.
   std::string ram_budget;
   std::string policy = "tam-adaptive";  // --policy: which groups stay resident (policy::MakePolicy)
-  bool prefetch = true;         // --no-prefetch: a layer's reads start when it runs
-  bool tier_skip_misses = false;  // --tier-miss skip: compute without non-resident groups
-  std::string tier_log;         // --tier-log: CSV per layer step (λ, hits, reads, stalls)
+  bool prefetch = true;                 // --no-prefetch: a layer's reads start when it runs
+  bool tier_skip_misses = false;        // --tier-miss skip: compute without non-resident groups
+  std::string tier_log;                 // --tier-log: CSV per layer step (λ, hits, reads, stalls)
   bool debug_skip_io_wait = false;  // tests' negative control: compute without waiting for reads
 
   // How one decode token (a batch of 1) is dispatched: kPool runs each op as
@@ -102,7 +88,7 @@ struct EngineOptions {
   // size ("2G"); a share of the sidecar's bundles ("30%"); "0": the FFN stays on the CPU.
   std::string vram_ffn;
   std::string device_policy = "tam-adaptive";  // which groups hold device slots
-  std::string device_log;  // CSV per layer step of the device FFN ("": none)
+  std::string device_log;                      // CSV per layer step of the device FFN ("": none)
   // Tests' negative control (sim): skip the N-th event wait (0-based); -1 = none.
   int64_t debug_skip_event_wait = -1;
 };
@@ -173,8 +159,6 @@ class Engine {
   uint64_t KvBytesPerToken() const;
   // Floating point operations of one token through the model at depth 0.
   double FlopsPerToken() const;
-  // Bytes of bf16 weight copies the oneDNN prefill path holds (0 until it runs).
-  uint64_t PrefillWeightBytes() const;
   // Task parts one decode token runs on the task graph (EngineOptions::executor
   // kGraph; engine/decode_graph.h), 0 until a token used it.
   int64_t DecodeGraphParts() const;

@@ -10,7 +10,6 @@
 #include "base/thread_pool.h"
 #include "engine/device_ffn.h"
 #include "engine/device_layers.h"
-#include "engine/dnnl_linear.h"
 #include "engine/engine.h"
 #include "engine/ffn_hook.h"
 #include "engine/sparse_runtime.h"
@@ -86,12 +85,6 @@ struct Engine::Impl {
   // Local (sliding-window) layers' RoPE when their base differs (Gemma 3);
   // empty when the model has no local layers.
   std::vector<float> rope_cos_local, rope_sin_local, inv_freq_local;
-
-  // oneDNN bf16 prefill (engine/dnnl_linear.h; forward.cc's LinearGroup):
-  // made on the first batch that uses it; dnnl_off after a oneDNN failure
-  // or when the CPU has no bf16 matmul.
-  std::unique_ptr<DnnlLinear> dnnl;
-  bool dnnl_off = false;
 
   // The device's share of the model (EngineOptions::device; null: CPU only).
   std::unique_ptr<DeviceLayers> device;

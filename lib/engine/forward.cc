@@ -28,57 +28,6 @@ uint16_t* KvF16(uint8_t* p) { return reinterpret_cast<uint16_t*>(p); }
 // multi-row inner loops full.
 constexpr int64_t kRowAlign = 8;
 
-// ---- oneDNN bf16 prefill (engine/dnnl_linear.h; owner: dnnl) ----
-// The prefill path: EngineOptions::prefill, overridden by
-// KAIROX_PREFILL=native|dnnl|dnnl-fast (read once per process).
-EngineOptions::Prefill PrefillPath(const EngineOptions& options) {
-  using P = EngineOptions::Prefill;
-  static const int env = [] {
-    const char* v = std::getenv("KAIROX_PREFILL");
-    if (v == nullptr) return -1;
-    if (std::strcmp(v, "native") == 0) return static_cast<int>(P::kNative);
-    if (std::strcmp(v, "dnnl") == 0) return static_cast<int>(P::kDnnl);
-    if (std::strcmp(v, "dnnl-fast") == 0) return static_cast<int>(P::kDnnlFast);
-    return -1;
-  }();
-  return env >= 0 ? static_cast<P>(env) : options.prefill;
-}
-
-// Runs the group through oneDNN when wanted, supported and the batch is at
-// least dnnl_min_batch tokens; false: the caller runs it natively.
-bool TryDnnlGroup(Engine::Impl& m, const float* src, int64_t src_ld, int n_tokens,
-                  const LinearJob* jobs, int n_jobs) {
-  // Below these batch sizes the native kernels were faster (kairox-bench's
-  // per-shape measurements, 1 and 2 threads): a split-activation matmul is
-  // two bf16 matmuls, so it needs larger batches to win.
-  constexpr int kSplitMinBatch = 32, kFastMinBatch = 8;
-  const EngineOptions::Prefill path = PrefillPath(m.options);
-  if (m.dnnl_off || path == EngineOptions::Prefill::kNative) return false;
-  const int min_batch = m.options.dnnl_min_batch > 0            ? m.options.dnnl_min_batch
-                        : path == EngineOptions::Prefill::kDnnl ? kSplitMinBatch
-                                                                : kFastMinBatch;
-  if (n_tokens < std::max(2, min_batch)) return false;
-  if (m.dnnl == nullptr) {
-    if (!DnnlLinear::Supported()) {
-      Log().warn("oneDNN has no optimized bf16 matmul on this CPU: prefill stays native");
-      m.dnnl_off = true;
-      return false;
-    }
-    m.dnnl = std::make_unique<DnnlLinear>(m.pool->size(),
-                                          /*split_src=*/path == EngineOptions::Prefill::kDnnl);
-  }
-  DnnlLinear::Job dj[4];
-  KX_CHECK(n_jobs <= 4);
-  for (int j = 0; j < n_jobs; ++j) dj[j] = {jobs[j].w, jobs[j].dst, jobs[j].ldd};
-  if (m.dnnl->RunGroup(src, src_ld, n_tokens, dj, n_jobs, *m.pool)) return true;
-  // A weight type without a dequantizer, or a oneDNN error: native from now on.
-  Log().warn("oneDNN prefill off for this session: {}",
-             m.dnnl->ok() ? "a weight type cannot be converted to bf16" : m.dnnl->error());
-  m.dnnl_off = true;
-  return false;
-}
-// ---- end oneDNN bf16 prefill ----
-
 void AddBias(float* dst, const WeightRef& bias, int n) {
   const auto* b = reinterpret_cast<const float*>(bias.data);
   for (int i = 0; i < n; ++i) dst[i] += b[i];
@@ -110,7 +59,6 @@ void RopeTables(const std::vector<float>& inv_freq, int n_past, int n, float* co
 // distinct weight type.
 void LinearGroup(Engine::Impl& m, const float* src, int64_t src_ld, int n_tokens,
                  const LinearJob* jobs, int n_jobs) {
-  if (TryDnnlGroup(m, src, src_ld, n_tokens, jobs, n_jobs)) return;  // oneDNN bf16 prefill
   LinearPlan plan;
   PlanLinear(m, n_tokens, jobs, n_jobs, &plan);
   if (n_tokens > 1 && m.pool->size() > 1) {
@@ -541,11 +489,6 @@ void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit, f
   const LinearJob jobs[] = {{&w.output, logits_dst, hp.n_vocab}};
   LinearGroup(*this, &xn[first_logit * d], d, n - first_logit, jobs, 1);
   SoftcapStage(*this, logits_dst, n - first_logit);
-}
-
-// oneDNN bf16 prefill (owner: dnnl).
-uint64_t Engine::PrefillWeightBytes() const {
-  return impl_->dnnl ? impl_->dnnl->weight_bytes() : 0;
 }
 
 }  // namespace kx
