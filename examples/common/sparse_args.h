@@ -39,6 +39,12 @@ void AddSparseOptions(CLI::App& app, Options* o) {
   const std::string sparsity = "activation sparsity (a sidecar from kairox-prepare)";
   app.add_option("--sidecar", o->sidecar,
                  "sidecar (default: <model>.kairox.gguf beside the model, if present)")
+      // An empty path would silently mean the default (or dense): refused instead.
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            return text.empty() ? "expects a sidecar path, got an empty string" : "";
+          },
+          ""))
       ->type_name("PATH")
       ->group(sparsity);
   app.add_flag_callback(

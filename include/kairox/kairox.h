@@ -265,7 +265,7 @@ typedef struct kx_session_params {
   const char* ram_budget; /* NULL or "": the model options' KX_TIER_RAM budget (0: none);
                            * else "512M", "2G" (the whole session) or "50%" (resident bundles
                            * as a share of the sidecar's). Copied. */
-  const char* policy;     /* NULL or "": "tam-adaptive"; static, lru, lfu, tam, tam-t, ... */
+  const char* policy;     /* NULL or "": "tam-adaptive"; static, lru, lfu, topk, tam, tam-t, ... */
   int32_t prefetch;       /* KX_PREFETCH_ON (0, default) or KX_PREFETCH_OFF */
   /* The device (docs/device.md): the non-FFN part of the first layers and the LM head run
    * there, the FFN on the CPU. Callers compiled against a smaller struct get the defaults. */
@@ -281,7 +281,7 @@ typedef struct kx_session_params {
    * online. Callers compiled against a smaller struct get the defaults. */
   const char* vram_ffn;      /* NULL or "": the VRAM the attention layers and the head leave;
                               * "2G", or "30%" of the sidecar's bundles; "0": CPU only. Copied. */
-  const char* device_policy; /* NULL or "": "tam-adaptive"; static, lru, lfu, tam, ... Copied. */
+  const char* device_policy; /* NULL or "": "tam-adaptive"; static, lru, lfu, topk, tam, ... Copied. */
 } kx_session_params;
 
 enum { KX_GPU_LAYERS_AUTO = 0, KX_GPU_LAYERS_NONE = -1 };

@@ -106,6 +106,10 @@ TEST_CASE("cli: argument errors exit 1 with a message on stderr", "[cli]") {
     CHECK(r.exit_code == 1);
     CHECK(Contains(r.out, "out of range"));
   }
+  // An empty sidecar path is refused, not taken as "the default" (which may mean dense).
+  auto empty_sidecar = RunProgram(kCli, "--sidecar '' -m /nonexistent/x.gguf -p hi", true);
+  CHECK(empty_sidecar.exit_code == 1);
+  CHECK(Contains(empty_sidecar.out, "expects a sidecar path"));
   // Nothing on stdout for errors.
   auto quiet = RunProgram(kCli, "-m /nonexistent/x.gguf -p hi", false);
   CHECK(quiet.out.empty());
