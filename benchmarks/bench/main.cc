@@ -76,6 +76,7 @@ struct Args {
   // limit around the process must not be charged with: benchmarks/tier/cgroup_bench.py).
   bool probes = true;
   bool greedy = false;  // tg feeds each token's argmax instead of random tokens
+  int mmap = 1;         // 0: read the weights into memory (huge pages), llama-bench's --mmap 0
 };
 
 // A comma list of integers, each in [lo, hi] (llama-bench's `-p 128,512`). Repeating the
@@ -105,8 +106,7 @@ int ParseArgs(int argc, char** argv, Args* a) {
   a->model = cli::DefaultModelPath();
   app.add_option("-m,--model", a->model,
                  "GGUF model (default: $KAIROX_MODEL, else the one cmake/fetch_model.sh fetches)");
-  AddIntList(app, "-t,--threads", &a->threads, 1, cli::kMaxThreads,
-             "threads, a comma list")
+  AddIntList(app, "-t,--threads", &a->threads, 1, cli::kMaxThreads, "threads, a comma list")
       ->default_str("all cores");
   AddIntList(app, "-p,--n-prompt", &a->n_prompt, 0, cli::kMaxContext,
              "prompt tokens of the pp tests, a comma list (0: no pp test)");
@@ -115,8 +115,7 @@ int ParseArgs(int argc, char** argv, Args* a) {
   AddIntList(app, "-d,--n-depth", &a->depth, 0, cli::kMaxContext,
              "tokens in the KV cache before each test, a comma list");
   cli::AddInt(app, "-r,--repetitions", &a->repetitions, 1, 100000, "repetitions of each test");
-  cli::AddInt(app, "-b,--batch-size", &a->n_batch, 1, cli::kMaxContext,
-              "tokens per prefill batch")
+  cli::AddInt(app, "-b,--batch-size", &a->n_batch, 1, cli::kMaxContext, "tokens per prefill batch")
       ->default_str("the engine's");
   app.add_option("-o,--output", a->output,
                  "output format: md (a table), csv, json (an array) or jsonl (an object per "
@@ -128,8 +127,9 @@ int ParseArgs(int argc, char** argv, Args* a) {
                  "(dnnl) or single bf16 activations (dnnl-fast)")
       ->check(cli::OneOf({"native", "dnnl", "dnnl-fast"}))
       ->default_str("$KAIROX_PREFILL, else the engine's");
-  app.add_flag_callback("--no-dense", [a] { a->compare_dense = false; },
-                        "with a sidecar: skip the dense tg run beside the sparse one");
+  app.add_flag_callback(
+      "--no-dense", [a] { a->compare_dense = false; },
+      "with a sidecar: skip the dense tg run beside the sparse one");
   app.add_option("--kv-type", a->kv_type, "KV cache element type")
       ->check(cli::OneOf({"f16", "q8_0"}));
   app.add_flag_callback(
@@ -141,6 +141,9 @@ int ParseArgs(int argc, char** argv, Args* a) {
          "the previous one's logits, from one random token: the model's own continuation)")
       ->check(cli::OneOf({"random", "greedy"}))
       ->default_str("random");
+  cli::AddInt(app, "--mmap", &a->mmap, 0, 1,
+              "1: map the model file; 0: read it into memory in 2 MiB pages (tg streams the "
+              "weights faster through them: docs/performance.md)");
   cli::AddSparseOptions(app, &a->engine);
 
   auto fail = [](const std::string& msg) {
@@ -410,10 +413,10 @@ class Bench {
         r.slots_per_layer = tier->slots_per_layer();
         r.groups_per_layer = tier->residency().n_groups();
         r.hit_rate = ts.groups_needed > 0 ? static_cast<double>(ts.hits) / ts.groups_needed : 0;
-        r.needed_fraction = ts.layer_steps > 0 ? static_cast<double>(ts.groups_needed) /
-                                                     (static_cast<double>(ts.layer_steps) *
-                                                      r.groups_per_layer)
-                                               : 0;
+        r.needed_fraction = ts.layer_steps > 0
+                                ? static_cast<double>(ts.groups_needed) /
+                                      (static_cast<double>(ts.layer_steps) * r.groups_per_layer)
+                                : 0;
         r.read_bytes_per_token = static_cast<double>(ts.bytes_read) / tokens;
         r.read_ops_per_token = static_cast<double>(ts.read_ops) / tokens;
         r.io_wait_ms_per_token = static_cast<double>(ts.io_wait_ns) * 1e-6 / tokens;
@@ -433,9 +436,9 @@ class Bench {
         r.device_group_share = ds.groups_needed > 0
                                    ? static_cast<double>(ds.groups_on_device) / ds.groups_needed
                                    : 0.0;
-        r.device_neuron_share =
-            ds.neurons_needed > 0 ? static_cast<double>(ds.neurons_on_device) / ds.neurons_needed
-                                  : 0.0;
+        r.device_neuron_share = ds.neurons_needed > 0
+                                    ? static_cast<double>(ds.neurons_on_device) / ds.neurons_needed
+                                    : 0.0;
         r.device_loads_per_token = static_cast<double>(ds.loads) / tokens;
         r.device_load_bytes_per_token = static_cast<double>(ds.bytes_loaded) / tokens;
         r.device_wait_ms_per_token = static_cast<double>(ds.device_wait_ns) * 1e-6 / tokens;
@@ -541,7 +544,8 @@ absl::Status RunInstance(const Args& args, const EngineOptions& opts, Engine& en
       EngineOptions dense_opts = opts;
       dense_opts.sparse = false;
       dense_opts.ram_budget.clear();
-      KX_ASSIGN_OR_RETURN(std::unique_ptr<Engine> dense, Engine::Create(engine.model(), dense_opts));
+      KX_ASSIGN_OR_RETURN(std::unique_ptr<Engine> dense,
+                          Engine::Create(engine.model(), dense_opts));
       Bench dense_bench(args, *dense);
       KX_ASSIGN_OR_RETURN(TestResult d, dense_bench.RunGeneration(n, depth));
       d.name += " dense";
@@ -579,13 +583,16 @@ absl::Status Run(const Args& args) {
   if (args.prefill == "dnnl-fast") opts.prefill = EngineOptions::Prefill::kDnnlFast;
   if (args.prefill == "native") opts.prefill = EngineOptions::Prefill::kNative;
   // Room for the deepest test; tg's warm-up adds a few tokens.
-  opts.n_ctx = MaxOf(args.depth) + std::max({MaxOf(args.n_prompt), MaxOf(args.n_gen) + 1,
-                                             kTgWarmupTokens});
+  opts.n_ctx =
+      MaxOf(args.depth) + std::max({MaxOf(args.n_prompt), MaxOf(args.n_gen) + 1, kTgWarmupTokens});
   // One engine per thread count, all on the weights the first one loaded.
   const std::vector<int64_t> threads =
       args.threads.empty() ? std::vector<int64_t>{0} : args.threads;
   opts.n_threads = static_cast<int>(threads[0]);
-  KX_ASSIGN_OR_RETURN(std::unique_ptr<Engine> first, Engine::Load(args.model, opts));
+  ModelOptions model_opts;
+  model_opts.use_mmap = args.mmap != 0;
+  KX_ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, Model::Load(args.model, model_opts));
+  KX_ASSIGN_OR_RETURN(std::unique_ptr<Engine> first, Engine::Create(std::move(model), opts));
 
   RunInfo run;
   run.model = DescribeModel(*first, args.model);
