@@ -27,7 +27,7 @@ constexpr double kBytesPerMiB = 1024.0 * 1024.0;
 // GB/s with huge pages; Qwen2.5 1.5B tg about 10 % faster; docs/performance.md).
 // Where THP is off, madvise fails and the pages are small: nothing else
 // changes. The mapping is zero-filled, so the tail past the file is zeros.
-constexpr uint64_t kHugePage = uint64_t{2} << 20;
+constexpr uint64_t kHugePage = MappedFile::kHugePageBytes;
 
 uint64_t HugeRoundUp(uint64_t size) { return (size + kHugePage - 1) / kHugePage * kHugePage; }
 

@@ -25,6 +25,9 @@ class MappedFile {
   // Alignment kRead's buffer guarantees at least (a cache line, and enough for
   // any SIMD load of the weights; it is in fact 2 MiB, mmap gives a page).
   static constexpr uint64_t kReadAlignment = 64;
+  // kRead's buffer starts at a multiple of this and spans whole ones, zeros
+  // past the file's end (the size of an x86 transparent huge page).
+  static constexpr uint64_t kHugePageBytes = uint64_t{2} << 20;
 
   // Opens `path` in `mode`. An empty file gives size 0 with a null data().
   static absl::StatusOr<MappedFile> Open(const std::string& path, Mode mode = Mode::kMap);
