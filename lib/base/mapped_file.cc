@@ -23,8 +23,8 @@ constexpr double kBytesPerMiB = 1024.0 * 1024.0;
 // kRead's buffer: anonymous memory in whole 2 MiB pages at a 2 MiB-aligned
 // address, marked for transparent huge pages. Why: decode streams every weight
 // once per token, and with 4 KiB pages the matvec kernels stall on TLB misses
-// (a Q4_K / Q6_K matvec over 300 MB of copies: 12.7 → 13.3 and 12.1 → 13.0
-// GB/s with huge pages; Qwen2.5 1.5B tg about 10 % faster; docs/performance.md).
+// (one thread, a Q4_K / Q6_K matvec over 300 MB of copies: 12.7 → 13.3 and
+// 10.3–11.5 → 11.9–12.1 GB/s; Qwen2.5 1.5B tg 10–20 % faster; docs/performance.md).
 // Where THP is off, madvise fails and the pages are small: nothing else
 // changes. The mapping is zero-filled, so the tail past the file is zeros.
 constexpr uint64_t kHugePage = MappedFile::kHugePageBytes;
@@ -41,7 +41,7 @@ uint8_t* AllocHuge(uint64_t size) {
   auto* base = static_cast<uint8_t*>(p);
   const uint64_t head = (kHugePage - reinterpret_cast<uintptr_t>(base) % kHugePage) % kHugePage;
   if (head > 0) ::munmap(base, head);
-  if (kHugePage - head > 0) ::munmap(base + head + len, kHugePage - head);
+  ::munmap(base + head + len, kHugePage - head);  // never empty: head < kHugePage
   uint8_t* buf = base + head;
   (void)::madvise(buf, len, MADV_HUGEPAGE);  // advisory (see above)
   return buf;
