@@ -74,6 +74,7 @@ struct Args {
   // limit around the process must not be charged with: benchmarks/tier/cgroup_bench.py).
   bool probes = true;
   bool greedy = false;  // tg feeds each token's argmax instead of random tokens
+  int mmap = 1;         // 0: read the weights into memory (huge pages), llama-bench's --mmap 0
 };
 
 // A comma list of integers, each in [lo, hi] (llama-bench's `-p 128,512`). Repeating the
@@ -133,6 +134,9 @@ int ParseArgs(int argc, char** argv, Args* a) {
          "the previous one's logits, from one random token: the model's own continuation)")
       ->check(cli::OneOf({"random", "greedy"}))
       ->default_str("random");
+  cli::AddInt(app, "--mmap", &a->mmap, 0, 1,
+              "1: map the model file; 0: read it into memory in 2 MiB pages (tg streams the "
+              "weights faster through them: docs/performance.md)");
   cli::AddSparseOptions(app, &a->engine);
 
   auto fail = [](const std::string& msg) {
@@ -558,7 +562,10 @@ absl::Status Run(const Args& args) {
   const std::vector<int64_t> threads =
       args.threads.empty() ? std::vector<int64_t>{0} : args.threads;
   opts.n_threads = static_cast<int>(threads[0]);
-  KX_ASSIGN_OR_RETURN(std::unique_ptr<Engine> first, Engine::Load(args.model, opts));
+  ModelOptions model_opts;
+  model_opts.use_mmap = args.mmap != 0;
+  KX_ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, Model::Load(args.model, model_opts));
+  KX_ASSIGN_OR_RETURN(std::unique_ptr<Engine> first, Engine::Create(std::move(model), opts));
 
   RunInfo run;
   run.model = DescribeModel(*first, args.model);

@@ -6,19 +6,24 @@
 // prompt-processing win).
 //
 //   bench_kernels [--repeats N] [--quick] [--only TYPE] [--isa ISA] [--json FILE]
-//                 [--model qwen1.5b] [--dram-mib N]
+//                 [--model qwen1.5b] [--dram-mib N] [--huge-pages]
 //
 // A working set larger than one matrix is made of copies of it, walked in
 // turn like a model's layers, so the big sets come from DRAM. --model
 // qwen1.5b measures Qwen2.5-1.5B Q4_K_M's decode shapes instead (Q4_K
 // gate/up, Q6_K down, the Q6_K LM head): one matrix (from the caches where it
 // fits) and --dram-mib of copies (default 1024: past any L3 we have seen,
-// e.g. a 260 MiB one).
+// e.g. a 260 MiB one). --huge-pages puts the weights in 2 MiB transparent
+// huge pages, as kairox-bench --mmap 0 (MappedFile::Mode::kRead) holds a
+// model; the read probe keeps its own (small-page) buffer.
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <random>
 #include <string>
 #include <thread>
@@ -49,17 +54,56 @@ struct Result {
 constexpr int kThreads2 = 2;
 constexpr int64_t kRowAlign = 16;  // thread shares start at a multiple of this
 
-
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr int kSamplesPerRepeat = 5;
+constexpr uint64_t kHugePage = 2 * kMiB;
+
+bool g_huge_pages = false;  // --huge-pages
+
+// The weights' allocator: operator new, or under --huge-pages whole 2 MiB
+// pages (mmap, madvise(MADV_HUGEPAGE) before the first touch).
+template <class T>
+struct WeightAlloc {
+  using value_type = T;
+  WeightAlloc() = default;
+  template <class U>
+  WeightAlloc(const WeightAlloc<U>&) {}  // NOLINT: allocator rebinding
+  static uint64_t Len(size_t n) { return (n * sizeof(T) + kHugePage - 1) / kHugePage * kHugePage; }
+  T* allocate(size_t n) {
+    if (!g_huge_pages) return static_cast<T*>(::operator new(n * sizeof(T)));
+    // 2 MiB more than needed, so that a 2 MiB-aligned start exists inside.
+    void* p = ::mmap(nullptr, Len(n) + kHugePage, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    const uintptr_t a = (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) / kHugePage * kHugePage;
+    (void)::madvise(reinterpret_cast<void*>(a), Len(n), MADV_HUGEPAGE);
+    T* t = reinterpret_cast<T*>(a);
+    bases_.push_back({t, p});
+    return t;
+  }
+  void deallocate(T* t, size_t n) {
+    for (size_t i = 0; i < bases_.size(); ++i) {
+      if (bases_[i].first == t) {
+        ::munmap(bases_[i].second, Len(n) + kHugePage);
+        bases_.erase(bases_.begin() + static_cast<std::ptrdiff_t>(i));
+        return;
+      }
+    }
+    ::operator delete(t);
+  }
+  bool operator==(const WeightAlloc&) const { return true; }
+  bool operator!=(const WeightAlloc&) const { return false; }
+  static inline std::vector<std::pair<T*, void*>> bases_;  // huge buffers: start, mapping
+};
+using WeightBytes = std::vector<uint8_t, WeightAlloc<uint8_t>>;
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
 
-std::vector<uint8_t> RandomBytes(uint64_t bytes, GgmlType type, std::mt19937_64& rng) {
-  std::vector<uint8_t> w(bytes);
+WeightBytes RandomBytes(uint64_t bytes, GgmlType type, std::mt19937_64& rng) {
+  WeightBytes w(bytes);
   for (auto& b : w) b = static_cast<uint8_t>(rng());
   // Keep float types finite and quant scales sane (speed does not depend on
   // values, but NaN/denormal inputs could slow some paths).
@@ -90,7 +134,7 @@ double MatvecGbps(const cpu::TypeKernels& k, const Shape& s, uint64_t ws_bytes, 
                              (s.n / GetTypeInfo(k.type).block_size) *
                              GetTypeInfo(k.type).block_bytes;
   const uint64_t copies = std::max<uint64_t>(1, ws_bytes / mat_bytes);
-  const std::vector<uint8_t> w = RandomBytes(copies * mat_bytes, k.type, rng);
+  const WeightBytes w = RandomBytes(copies * mat_bytes, k.type, rng);
   std::vector<float> x(s.n), y(s.rows);
   for (auto& v : x) v = static_cast<float>(static_cast<int>(rng() % 200) - 100) * 0.01f;
   std::vector<uint8_t> act(k.act_bytes(s.n));
@@ -128,7 +172,7 @@ void MatmulVsMatvec(const cpu::TypeKernels& k, const Shape& s, int64_t ncols, in
                     std::mt19937_64& rng, const char* isa) {
   const uint64_t row_bytes =
       (s.n / GetTypeInfo(k.type).block_size) * GetTypeInfo(k.type).block_bytes;
-  const std::vector<uint8_t> w = RandomBytes(row_bytes * s.rows, k.type, rng);
+  const WeightBytes w = RandomBytes(row_bytes * s.rows, k.type, rng);
   const size_t stride = k.act_bytes(s.n);
   std::vector<uint8_t> acts(stride * ncols);
   std::vector<float> x(s.n), y(s.rows * ncols);
@@ -176,20 +220,22 @@ int Main(int argc, char** argv) {
       model = argv[++i];
     else if (!std::strcmp(argv[i], "--dram-mib") && i + 1 < argc)
       dram_mib = std::strtoull(argv[++i], nullptr, 10);
+    else if (!std::strcmp(argv[i], "--huge-pages"))
+      g_huge_pages = true;
     else {
       std::fprintf(stderr,
                    "usage: %s [--repeats N] [--quick] [--only TYPE] [--isa ISA] [--json FILE] "
-                   "[--model qwen1.5b] [--dram-mib N]\n",
+                   "[--model qwen1.5b] [--dram-mib N] [--huge-pages]\n",
                    argv[0]);
       return 2;
     }
   }
   std::mt19937_64 rng(1234);
-  const Shape kUpGate{"1536x576", 1536, 576};  // rows × n: ffn_up/gate, n_in = 576
-  const Shape kDown{"576x1536", 576, 1536};    // ffn_down
-  const Shape kHead{"49152x576", 49152, 576};  // tied LM head (Q8_0)
+  const Shape kUpGate{"1536x576", 1536, 576};     // rows × n: ffn_up/gate, n_in = 576
+  const Shape kDown{"576x1536", 576, 1536};       // ffn_down
+  const Shape kHead{"49152x576", 49152, 576};     // tied LM head (Q8_0)
   const Shape kGemmaDown{"640x2048", 640, 2048};  // Gemma 3 270M ffn_down (n % 256 == 0)
-  const GgmlType kTypes[] = {GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kF16, GgmlType::kBF16,
+  const GgmlType kTypes[] = {GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kF16,  GgmlType::kBF16,
                              GgmlType::kF32,  GgmlType::kQ4_0, GgmlType::kQ5_0, GgmlType::kQ5_1,
                              GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
                              GgmlType::kQ6_K};
@@ -231,8 +277,8 @@ int Main(int argc, char** argv) {
     results.push_back({TypeName(k.type), IsaName(isa), s.name, used, g, ceil, g2, ceil2});
   };
   // Qwen2.5-1.5B Q4_K_M: hidden 1536, FFN 8960, vocabulary 151936.
-  const Shape kQwenGateUp{"8960x1536", 8960, 1536};   // ffn_gate / ffn_up, Q4_K
-  const Shape kQwenDown{"1536x8960", 1536, 8960};     // ffn_down, Q6_K
+  const Shape kQwenGateUp{"8960x1536", 8960, 1536};    // ffn_gate / ffn_up, Q4_K
+  const Shape kQwenDown{"1536x8960", 1536, 8960};      // ffn_down, Q6_K
   const Shape kQwenHead{"151936x1536", 151936, 1536};  // output (LM head), Q6_K
   const std::pair<GgmlType, Shape> kQwen[] = {
       {GgmlType::kQ4_K, kQwenGateUp}, {GgmlType::kQ6_K, kQwenDown}, {GgmlType::kQ6_K, kQwenHead}};

@@ -159,7 +159,9 @@ int main(int argc, char** argv) {
       ->group(sampling);
   app.add_option("--stop", stop, "stop when the output contains STR (STR itself is not printed)")
       ->type_name("STR");
-  app.add_flag("--no-mmap", no_mmap, "read the model into memory instead of mapping it");
+  app.add_flag(
+      "--no-mmap", no_mmap,
+      "read the model into memory (2 MiB huge pages: faster decode) instead of mapping it");
   app.add_flag("--mlock", mlock,
                "lock the model in RAM (a warning if RLIMIT_MEMLOCK is too small)");
   app.add_flag("--info", info, "print the model's metadata and tensor table, then exit");
