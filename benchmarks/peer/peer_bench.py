@@ -127,12 +127,17 @@ def venv_cmake_args(venv):
         return None
 
 
-def installed_peer_version(venv, cmake_args=None):
+ANY_BUILD = object()
+
+
+def installed_peer_version(venv, cmake_args=ANY_BUILD):
+    """The peer's version in venv; None where absent or, unless cmake_args is ANY_BUILD,
+    built with other CMAKE_ARGS (None: the package's native defaults) than asked for."""
     py = venv_python(venv)
     if not os.path.exists(py):
         return None
-    if cmake_args is not None and venv_cmake_args(venv) != cmake_args:
-        return None  # built for another ISA (or not by this script): rebuild
+    if cmake_args is not ANY_BUILD and venv_cmake_args(venv) != cmake_args:
+        return None  # built for another ISA: rebuild
     r = subprocess.run([py, "-c", "import llama_cpp; print(llama_cpp.__version__)"],
                        capture_output=True, text=True)
     return r.stdout.strip() if r.returncode == 0 else None
