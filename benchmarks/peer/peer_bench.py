@@ -35,8 +35,23 @@ import time
 
 PEER_PACKAGE = "llama-cpp-python"
 PEER_VERSION = "0.3.36"  # what pip offered when this was written; the issue's measurements too
-DEFAULT_VENV = os.path.join(
-    os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "kairox", "peer-venv")
+CACHE_DIR = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "kairox")
+DEFAULT_VENV = os.path.join(CACHE_DIR, "peer-venv")
+# --peer-isa: what pip builds llama.cpp for, and which kernels kairox runs (KAIROX_ISA).
+# native: the package's defaults (GGML_NATIVE, -march=native: AVX-512 where the CPU has it).
+# avx2: the x86-64-v3 level of an AVX2-only CPU such as AMD Zen 1 (AVX, AVX2, FMA, F16C, BMI2,
+# SSE4.2), everything above it off, so llama.cpp runs the kernels it would run there; ggml's
+# option names as of llama-cpp-python 0.3.36 (ggml/CMakeLists.txt).
+PEER_ISAS = {
+    "native": {"venv": DEFAULT_VENV, "cmake_args": None, "kairox_isa": None},
+    "avx2": {"venv": os.path.join(CACHE_DIR, "peer-venv-avx2"), "kairox_isa": "avx2",
+             "cmake_args": " ".join(
+                 ["-DGGML_NATIVE=OFF"] +
+                 [f"-DGGML_{o}=ON" for o in ("SSE42", "AVX", "AVX2", "FMA", "F16C", "BMI2")] +
+                 [f"-DGGML_{o}=OFF" for o in ("AVX_VNNI", "AVX512", "AVX512_VBMI", "AVX512_VNNI",
+                                              "AVX512_BF16", "AMX_TILE", "AMX_INT8", "AMX_BF16",
+                                              "CPU_ALL_VARIANTS")])},
+}
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ISA_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
              "avx_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16")
@@ -83,7 +98,14 @@ def parse_args():
                     help="OMP_WAIT_POLICY for llama.cpp (built with OpenMP): passive threads sleep "
                          "at barriers; llama.cpp's default spins, which collapses on a shared, "
                          "oversubscribed machine (measured 6 vs 42 t/s at load 11 on 2 cores)")
-    ap.add_argument("--venv", default=DEFAULT_VENV, help=f"peer venv (default {DEFAULT_VENV})")
+    ap.add_argument("--peer-isa", choices=sorted(PEER_ISAS), default="native",
+                    help="native: llama.cpp built for this CPU, kairox with its own dispatch; "
+                         "avx2: llama.cpp built for AVX2/FMA/F16C with AVX-512 and VNNI off (its "
+                         "own venv), kairox with KAIROX_ISA=avx2 — an AVX2-only CPU's pair on an "
+                         "AVX-512 machine")
+    ap.add_argument("--venv", default=None,
+                    help=f"peer venv (default {DEFAULT_VENV}, "
+                         f"{PEER_ISAS['avx2']['venv']} with --peer-isa avx2)")
     ap.add_argument("--json", default=None, help="JSON output (default: $TMPDIR/kairox-peer/)")
     ap.add_argument("--md", default=None, help="markdown output (default: beside the JSON)")
     ap.add_argument("--setup-only", action="store_true", help="build the venv and stop")
@@ -96,36 +118,58 @@ def venv_python(venv):
     return os.path.join(venv, "bin", "python")
 
 
-def installed_peer_version(venv):
+def venv_cmake_args(venv):
+    """The CMAKE_ARGS the venv's llama.cpp was built with, from its stamp; None: defaults."""
+    try:
+        with open(os.path.join(venv, "kairox-peer.json")) as f:
+            return json.load(f).get("cmake_args_env")
+    except (OSError, ValueError):
+        return None
+
+
+ANY_BUILD = object()
+
+
+def installed_peer_version(venv, cmake_args=ANY_BUILD):
+    """The peer's version in venv; None where absent or, unless cmake_args is ANY_BUILD,
+    built with other CMAKE_ARGS (None: the package's native defaults) than asked for."""
     py = venv_python(venv)
     if not os.path.exists(py):
         return None
+    if cmake_args is not ANY_BUILD and venv_cmake_args(venv) != cmake_args:
+        return None  # built for another ISA: rebuild
     r = subprocess.run([py, "-c", "import llama_cpp; print(llama_cpp.__version__)"],
                        capture_output=True, text=True)
     return r.stdout.strip() if r.returncode == 0 else None
 
 
-def ensure_venv(venv):
-    """Creates the venv and pip-installs the pinned peer once; later runs reuse it."""
-    if installed_peer_version(venv) == PEER_VERSION:
+def ensure_venv(venv, cmake_args=None):
+    """Creates the venv and pip-installs the pinned peer once; later runs reuse it.
+    cmake_args: CMAKE_ARGS for llama.cpp's build (None: the package's native defaults)."""
+    if installed_peer_version(venv, cmake_args) == PEER_VERSION:
         return
     if not os.path.exists(venv_python(venv)):
         log(f"creating {venv}")
         subprocess.run([sys.executable, "-m", "venv", venv], check=True)
     jobs = str(os.cpu_count() or 1)
     log(f"pip install {PEER_PACKAGE}=={PEER_VERSION} into {venv}: builds llama.cpp from the sdist "
-        f"(GGML_NATIVE, {jobs} jobs, nice); several minutes on 2 cores")
+        f"({cmake_args or 'GGML_NATIVE'}, {jobs} jobs, nice); several minutes on 2 cores")
     env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL=jobs)
-    env.pop("CMAKE_ARGS", None)  # the package's defaults: a native CPU build
+    env.pop("CMAKE_ARGS", None)  # None: the package's defaults, a native CPU build
+    if cmake_args is not None:
+        env["CMAKE_ARGS"] = cmake_args
     t0 = time.time()
-    subprocess.run(["nice", venv_python(venv), "-m", "pip", "install", "--no-cache-dir",
-                    f"{PEER_PACKAGE}=={PEER_VERSION}"], check=True, env=env)
+    # --force-reinstall --no-deps: a venv whose llama.cpp was built for another ISA is rebuilt.
+    subprocess.run(["nice", venv_python(venv), "-m", "pip", "install", "--no-cache-dir"] +
+                   (["--force-reinstall", "--no-deps"] if installed_peer_version(venv) else []) +
+                   [f"{PEER_PACKAGE}=={PEER_VERSION}"], check=True, env=env)
     with open(os.path.join(venv, "kairox-peer.json"), "w") as f:
         json.dump({"package": PEER_PACKAGE, "version": PEER_VERSION,
                    "built": datetime.datetime.now(datetime.timezone.utc).isoformat(),
                    "build_seconds": round(time.time() - t0), "python": platform.python_version(),
-                   "cmake_args": "(package defaults: GGML_NATIVE=ON)"}, f, indent=1)
-    if installed_peer_version(venv) != PEER_VERSION:
+                   "cmake_args": cmake_args or "(package defaults: GGML_NATIVE=ON)",
+                   "cmake_args_env": cmake_args}, f, indent=1)
+    if installed_peer_version(venv, cmake_args) != PEER_VERSION:
         sys.exit(f"peer_bench: {PEER_PACKAGE}=={PEER_VERSION} did not install into {venv}")
 
 
@@ -390,8 +434,13 @@ class Peer:
 
 # --- kairox through its programs ------------------------------------------------------------
 
+KAIROX_ISA = None  # --peer-isa's kernels for kairox (KAIROX_ISA); None: its own dispatch
+
+
 def kairox_env():
     env = dict(os.environ, KAIROX_SIDECAR_AUTO=os.environ.get("KAIROX_SIDECAR_AUTO", "0"))
+    if KAIROX_ISA:
+        env["KAIROX_ISA"] = KAIROX_ISA
     env.pop("OMP_WAIT_POLICY", None)  # the peer's setting; kairox gets the caller's own
     if os.environ.get("KX_PEER_USER_OMP_WAIT_POLICY"):
         env["OMP_WAIT_POLICY"] = os.environ["KX_PEER_USER_OMP_WAIT_POLICY"]
@@ -518,8 +567,11 @@ def markdown(meta, rows, ppl):
     out = [f"# kairox vs llama.cpp: {os.path.basename(meta['model'])}", "",
            f"- CPU: {meta['cpu']['model']}, {meta['cpu']['cores']} cores; ISA flags: "
            f"{' '.join(meta['cpu']['isa'])}",
-           f"- kairox: {meta.get('kairox_isa', '?')} kernels, KAIROX_SIDECAR_AUTO="
-           f"{meta['sidecar_auto']}; llama.cpp: {PEER_PACKAGE} {PEER_VERSION} ({meta['peer_desc']}), "
+           f"- kairox: {meta.get('kairox_isa', '?')} kernels "
+           f"(KAIROX_ISA={meta['kairox_isa_env']}), "
+           f"KAIROX_SIDECAR_AUTO={meta['sidecar_auto']}; llama.cpp: {PEER_PACKAGE} {PEER_VERSION} "
+           f"({meta['peer_desc']}), built --peer-isa {meta['peer_isa']} "
+           f"(CMAKE_ARGS {meta['peer_cmake_args']}), "
            f"flash attention {meta['peer_fa']}, threadpool {meta['peer_threadpool']}, "
            f"OMP_WAIT_POLICY={meta['peer_omp_wait_policy']}",
            f"- llama.cpp build: {meta['peer_system_info']}",
@@ -567,9 +619,13 @@ def markdown(meta, rows, ppl):
 
 
 def main():
+    global KAIROX_ISA
     args = parse_args()
+    isa = PEER_ISAS[args.peer_isa]
+    args.venv = args.venv or isa["venv"]
+    KAIROX_ISA = isa["kairox_isa"]
     if os.environ.get("KX_PEER_IN_VENV") != "1":
-        ensure_venv(args.venv)
+        ensure_venv(args.venv, isa["cmake_args"])
         if args.setup_only:
             log(f"{PEER_PACKAGE} {PEER_VERSION} is in {args.venv}")
             return
@@ -599,6 +655,9 @@ def main():
         timespec="seconds"), "cpu": cpu_info(), "rounds": args.rounds,
         "load_start": loadavg(), "sidecar_auto": kairox_env()["KAIROX_SIDECAR_AUTO"],
         "peer_package": f"{PEER_PACKAGE}=={PEER_VERSION}", "peer_fa": args.peer_fa,
+        "peer_isa": args.peer_isa, "peer_venv": args.venv,
+        "peer_cmake_args": isa["cmake_args"] or "(package defaults: GGML_NATIVE=ON)",
+        "kairox_isa_env": KAIROX_ISA or os.environ.get("KAIROX_ISA", "(dispatch)"),
         "peer_omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "(llama.cpp's default)"),
         "command": " ".join([os.path.relpath(__file__, REPO)] + sys.argv[1:])}
     log(f"{meta['cpu']['model']} ({' '.join(meta['cpu']['isa'])}), load {meta['load_start']}")
