@@ -30,15 +30,20 @@ class Model;
 struct LlamaHParams;
 
 struct EngineOptions {
-  int n_threads = 0;    // 0: all cores the process may use
-  int n_ctx = 0;        // 0: min(model's trained context, 4096)
-  int n_batch = 64;     // tokens per prefill batch
+  int n_threads = 0;  // 0: all cores the process may use
+  int n_ctx = 0;      // 0: min(model's trained context, 4096)
+  int n_batch = 64;   // tokens per prefill batch
 
   // KV cache element type. kQ8_0 stores each head's row of K and V as ggml
   // Q8_0 blocks (34 bytes per 32 values, 0.53× the F16 bytes; logits move
   // slightly: tests/engine/test_kv_q8.cc). Needs head_dim a multiple of 32.
   enum class KvType { kF16, kQ8_0 };
   KvType kv_type = KvType::kF16;
+  // Sliding-window layers (Gemma 3's local layers) keep only their window plus one batch of
+  // positions, as a ring (engine_impl.h kv_slots), instead of n_ctx: the same logits, less
+  // memory. A rewind (TruncateKv, a stopped Eval) further back than the rings reach clears
+  // the cache instead (n_past() 0). false: n_ctx positions on every layer.
+  bool kv_ring = true;
 
   // Batched linear ops (prefill) through oneDNN's bf16 matmul (engine/dnnl_linear.h)
   // on CPUs with AVX-512 BF16 or AMX; elsewhere, and for batches smaller than
@@ -56,12 +61,12 @@ struct EngineOptions {
 
   // Activation sparsity (engine/sparse_runtime.h). With a sidecar, decode
   // computes only the FFN neurons its predictors select.
-  std::string sidecar;          // "": <model>.kairox.gguf beside the model, if it exists
-  bool sparse = true;           // false: dense even when a sidecar exists (--no-sparse)
-  float sparsity = -1.0f;       // < 0: the sidecar's own (--sparsity)
-  bool use_predictor = true;    // false: the oracle (threshold only)
-  bool masked_dense = false;    // decode masked-dense too (a reference for the sparse kernels)
-  std::string trace_path;       // --trace: record predicted/actual neurons per token and layer
+  std::string sidecar;        // "": <model>.kairox.gguf beside the model, if it exists
+  bool sparse = true;         // false: dense even when a sidecar exists (--no-sparse)
+  float sparsity = -1.0f;     // < 0: the sidecar's own (--sparsity)
+  bool use_predictor = true;  // false: the oracle (threshold only)
+  bool masked_dense = false;  // decode masked-dense too (a reference for the sparse kernels)
+  std::string trace_path;     // --trace: record predicted/actual neurons per token and layer
   // RAM budget (--ram-budget): a hard limit on the memory the session owns —
   // KV cache, scratch, predictors and sparse scratch, bundle staging and
   // resident bundles (engine/bundle_tier.h). "" means no limit (accounted
@@ -73,9 +78,9 @@ struct EngineOptions {
   // them. Model weights outside the FFN stay mapped and are not counted.
   std::string ram_budget;
   std::string policy = "tam-adaptive";  // --policy: which groups stay resident (policy::MakePolicy)
-  bool prefetch = true;         // --no-prefetch: a layer's reads start when it runs
-  bool tier_skip_misses = false;  // --tier-miss skip: compute without non-resident groups
-  std::string tier_log;         // --tier-log: CSV per layer step (λ, hits, reads, stalls)
+  bool prefetch = true;                 // --no-prefetch: a layer's reads start when it runs
+  bool tier_skip_misses = false;        // --tier-miss skip: compute without non-resident groups
+  std::string tier_log;                 // --tier-log: CSV per layer step (λ, hits, reads, stalls)
   bool debug_skip_io_wait = false;  // tests' negative control: compute without waiting for reads
 
   // How one decode token (a batch of 1) is dispatched: kPool runs each op as
@@ -102,7 +107,7 @@ struct EngineOptions {
   // size ("2G"); a share of the sidecar's bundles ("30%"); "0": the FFN stays on the CPU.
   std::string vram_ffn;
   std::string device_policy = "tam-adaptive";  // which groups hold device slots
-  std::string device_log;  // CSV per layer step of the device FFN ("": none)
+  std::string device_log;                      // CSV per layer step of the device FFN ("": none)
   // Tests' negative control (sim): skip the N-th event wait (0-based); -1 = none.
   int64_t debug_skip_event_wait = -1;
 };
@@ -146,7 +151,8 @@ class Engine {
   // `all_logits`, logits of every token are kept (Logits(i)); otherwise
   // only the last token's. Fails (changing nothing) if the context would
   // overflow or a token id is out of range; Cancelled when the abort check
-  // stops it (n_past() as before the call, no logits). DataLoss, likewise
+  // stops it (n_past() as before the call, no logits; 0 when sliding-window
+  // rings no longer reach back there: TruncateKv). DataLoss, likewise
   // rolled back, when a kept logit row holds NaN or inf (damaged weights:
   // IsNonFiniteLogits says which) or when the sidecar was written to since
   // it was opened.
@@ -164,13 +170,18 @@ class Engine {
   // Logits of token i of the last Eval (i = -1: the last one).
   std::span<const float> Logits(int i = -1) const;
 
-  // Drops KV entries at positions >= n (0 clears).
+  // Drops KV entries at positions >= n (0 clears). With sliding-window rings
+  // (EngineOptions::kv_ring) a rewind past what they still hold clears the cache: n_past()
+  // then reads 0, below n, and the caller evaluates its tokens again.
   void TruncateKv(int n);
 
   // Bytes of weights one decode step reads (for bandwidth ceilings).
   uint64_t WeightBytesPerToken() const;
-  // Bytes of KV cache one decode step reads at the current depth.
+  // Bytes of KV cache one decode step reads at the current depth (a sliding-window layer
+  // reads its window at most).
   uint64_t KvBytesPerToken() const;
+  // Bytes the KV cache holds (K and V, every layer), as reserved from the RAM budget.
+  uint64_t KvCacheBytes() const;
   // Floating point operations of one token through the model at depth 0.
   double FlopsPerToken() const;
   // Bytes of bf16 weight copies the oneDNN prefill path holds (0 until it runs).
