@@ -247,8 +247,12 @@ void RunAttentionPart(const AttnPlan& a, int ith, int nth) {
   const int g = hp.n_head / hp.n_head_kv;
   const bool kv_q8 = m.kv_type == EngineOptions::KvType::kQ8_0;
   float* scratch = &m.scores[static_cast<size_t>(ith) * m.scores_per_thread];
-  if (a.n_chunks > 0) {  // one token: a task per (KV head, chunk)
-    for (int u = ith; u < hp.n_head_kv * a.n_chunks; u += nth) {
+  if (a.n_chunks > 0) {
+    // One token: a task per (KV head, chunk), thread ith taking a contiguous range of them, so
+    // its keys are one stream through memory (a head's chunks are consecutive in the cache)
+    // that the prefetchers follow from one chunk into the next.
+    const int n_tasks = hp.n_head_kv * a.n_chunks;
+    for (int u = n_tasks * ith / nth; u < n_tasks * (ith + 1) / nth; ++u) {
       const int kvh = u / a.n_chunks, c = u % a.n_chunks;
       cpu::AttendChunk(*m.kernels, kv_q8, &m.q[kvh * g * hd], g, KeyRun(m, a, a.n_past, kvh), c, hd,
                        hp.attn_scale, scratch, &m.attn_parts[u * cpu::AttnPartFloats(g, hd)]);
