@@ -1,6 +1,7 @@
 // C ABI: kx_session_chat — a conversation rendered with the model's chat template and
 // evaluated incrementally (only what the KV cache does not hold yet), then answered; and
 // kx_sampler_set_logit_bias, which the OpenAI-style server's `logit_bias` needs.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -74,6 +75,9 @@ kx_status kx_session_chat(kx_session* session, kx_sampler* sampler, const kx_cha
       ++keep;
     }
     s->engine->TruncateKv(static_cast<int>(keep));
+    // Sliding-window rings that no longer reach back to `keep` clear the cache
+    // (Engine::TruncateKv): the conversation is then evaluated from where the cache stands.
+    keep = std::min(keep, static_cast<size_t>(s->engine->n_past()));
     s->tokens.resize(keep);
     s->n_logits = 0;
     s->n_evaluated = 0;

@@ -122,8 +122,9 @@ kx_status Generate(const char* fn, kx_session* s, kx_sampler* sampler, const cha
   }
   if (s->n_logits == 0) {  // after a truncate: re-evaluate the last token for its logits
     const int32_t last = s->tokens.back();
-    s->engine->TruncateKv(static_cast<int>(s->tokens.size()) - 1);
-    s->tokens.pop_back();
+    if (const kx_status st = kx::capi::RewindSession(s, s->tokens.size() - 1)) {
+      return Fail(st, name + ": " + kx_last_error());
+    }
     // Not abortable: a stop here would lose the token; the loop checks right after.
     if (auto st = kx::capi::SessionEval(s, &last, 1, false, kx::capi::EvalStop::kToCompletion)) {
       return Fail(st, name + ": " + kx_last_error());

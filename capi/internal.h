@@ -190,6 +190,11 @@ kx_status SessionEval(kx_session* s, const int32_t* tokens, size_t n, bool all_l
                       EvalStop stop = EvalStop::kAbortable,
                       const volatile int32_t* abort_flag = nullptr);
 
+// Keeps the session's first n tokens (n ≤ its history). Where the engine's sliding-window
+// rings no longer hold what position n attends to, it clears the KV cache
+// (Engine::TruncateKv) and the kept tokens are evaluated again, to completion.
+kx_status RewindSession(kx_session* s, size_t n);
+
 // kx_generate_params as the caller passed them (NULL: the defaults), checked: max_tokens,
 // stop strings, flags. Messages start with `fn`.
 kx_status ReadGenerateParams(const char* fn, const kx_generate_params* params,

@@ -1,5 +1,6 @@
 // C ABI: sessions (one KV cache each), evaluation, logits, KV truncation and
 // statistics.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,8 @@ kx_status SessionEval(kx_session* s, const int32_t* tokens, size_t n, bool all_l
     s->n_logits = 0;
     s->n_evaluated = 0;
     s->engine->TruncateKv(static_cast<int>(s->tokens.size()));
+    // The rollback may have cleared a cache whose rings no longer reach back (Engine::Eval).
+    s->tokens.resize(std::min(s->tokens.size(), static_cast<size_t>(s->engine->n_past())));
     // NaN/inf logits: the model's weights are damaged. DataLoss otherwise: a file the
     // session reads (the sidecar) changed or failed under it.
     return FromAbsl(st, "eval",
@@ -129,6 +132,20 @@ kx_status SessionEval(kx_session* s, const int32_t* tokens, size_t n, bool all_l
     s->counters.gen_ns += ns;
   }
   return KX_STATUS_OK;
+}
+
+kx_status RewindSession(kx_session* s, size_t n) {
+  s->engine->TruncateKv(static_cast<int>(n));
+  const size_t held = static_cast<size_t>(s->engine->n_past());
+  if (held >= n) {
+    s->tokens.resize(n);
+    return KX_STATUS_OK;
+  }
+  // The rings no longer held what position n attends to: the cache was cleared.
+  const std::vector<int32_t> again(s->tokens.begin() + static_cast<std::ptrdiff_t>(held),
+                                   s->tokens.begin() + static_cast<std::ptrdiff_t>(n));
+  s->tokens.resize(held);
+  return SessionEval(s, again.data(), again.size(), false, EvalStop::kToCompletion);
 }
 
 }  // namespace kx::capi
@@ -170,7 +187,8 @@ kx_status kx_session_create(const kx_model* model, const kx_session_params* para
   if (p.n_gpu_layers < KX_GPU_LAYERS_NONE) {
     return Fail(KX_STATUS_INVALID_ARGUMENT,
                 "kx_session_create: n_gpu_layers must be KX_GPU_LAYERS_AUTO (0), a layer count or "
-                "KX_GPU_LAYERS_NONE (-1), got " + std::to_string(p.n_gpu_layers));
+                "KX_GPU_LAYERS_NONE (-1), got " +
+                    std::to_string(p.n_gpu_layers));
   }
   if (!(p.sparsity >= 0.0f && p.sparsity < 1.0f)) {
     return Fail(KX_STATUS_INVALID_ARGUMENT,
@@ -187,8 +205,8 @@ kx_status kx_session_create(const kx_model* model, const kx_session_params* para
     eo.n_ctx = p.n_ctx;
     eo.n_batch = p.n_batch;
     eo.n_threads = p.n_threads > 0 ? p.n_threads : model->options.n_threads;
-    eo.sidecar = p.sidecar != nullptr && p.sidecar[0] != '\0' ? p.sidecar
-                                                               : model->options.sidecar_path;
+    eo.sidecar =
+        p.sidecar != nullptr && p.sidecar[0] != '\0' ? p.sidecar : model->options.sidecar_path;
     eo.sparse = p.sparse == KX_SPARSE_AUTO;
     eo.sparsity = p.sparsity > 0.0f ? p.sparsity : -1.0f;
     if (p.ram_budget != nullptr && p.ram_budget[0] != '\0') {
@@ -262,8 +280,8 @@ kx_status kx_session_eval(kx_session* session, const int32_t* tokens, uint64_t n
     return Fail(KX_STATUS_INVALID_ARGUMENT, "kx_session_eval: unknown flags");
   }
   return Guard(__func__, [&] {
-    const kx_status st = kx::capi::SessionEval(session, tokens, n_tokens,
-                                               (flags & KX_EVAL_ALL_LOGITS) != 0);
+    const kx_status st =
+        kx::capi::SessionEval(session, tokens, n_tokens, (flags & KX_EVAL_ALL_LOGITS) != 0);
     if (st != KX_STATUS_OK) {
       return Fail(st, std::string("kx_session_eval: ") + kx_last_error());
     }
@@ -355,8 +373,9 @@ kx_status kx_session_truncate(kx_session* session, int32_t n_keep) {
                                                 std::to_string(n_past) + "]");
   }
   return Guard(__func__, [&] {
-    session->engine->TruncateKv(n_keep);
-    session->tokens.resize(n_keep);
+    if (const kx_status st = kx::capi::RewindSession(session, static_cast<size_t>(n_keep))) {
+      return Fail(st, std::string("kx_session_truncate: ") + kx_last_error());
+    }
     session->n_logits = 0;
     session->n_evaluated = 0;
     return KX_STATUS_OK;

@@ -46,40 +46,62 @@ void RopeHead(float* h, const float* cos_t, const float* sin_t, int n_rot, bool 
   }
 }
 
-void AttendChunk(const KernelTable& k, bool kv_q8, const float* q, int g, const uint8_t* k0,
-                 const uint8_t* v0, size_t row_stride_bytes, int n_keys, int chunk, int head_dim,
-                 float scale, float* scores, float* part) {
+void AttendChunk(const KernelTable& k, bool kv_q8, const float* q, int g, const KvRun& run,
+                 int chunk, int head_dim, float scale, float* scores, float* part) {
   KX_CHECK(head_dim <= kAttnMaxHeadDim);
   const int t0 = chunk * kAttnChunkKeys;
-  const int n = std::min(kAttnChunkKeys, n_keys - t0);
+  const int n = std::min(kAttnChunkKeys, run.n_keys - t0);
   KX_CHECK(n > 0);
-  const uint8_t* kc = k0 + static_cast<size_t>(t0) * row_stride_bytes;
-  const uint8_t* vc = v0 + static_cast<size_t>(t0) * row_stride_bytes;
+  const size_t stride = run.row_stride_bytes;
+  // The chunk in at most two pieces of consecutive rows: before the ring's end, then from its
+  // start. Scores are per key and the values are accumulated key after key, so the pieces
+  // give the bits of one piece.
+  struct Piece {
+    const uint8_t* k;
+    const uint8_t* v;
+    int t, n;  // first key (relative to the chunk) and keys
+  } pieces[2];
+  int n_pieces = 0;
+  const int contig = std::clamp(run.n_contig - t0, 0, n);
+  if (contig > 0) {
+    pieces[n_pieces++] = {run.k0 + static_cast<size_t>(t0) * stride,
+                          run.v0 + static_cast<size_t>(t0) * stride, 0, contig};
+  }
+  if (contig < n) {
+    const size_t w = static_cast<size_t>(t0 + contig - run.n_contig);
+    pieces[n_pieces++] = {run.k_wrap + w * stride, run.v_wrap + w * stride, contig, n - contig};
+  }
   // F16 rows are addressed in elements by the kernels.
-  const size_t stride_elems = row_stride_bytes / sizeof(uint16_t);
+  const size_t stride_elems = stride / sizeof(uint16_t);
   const int64_t pf = head_dim + 2;
-  if (kv_q8) {
-    for (int j = 0; j < g; ++j) {
-      k.vec.dot_q8_0_rows(kc, row_stride_bytes, n, q + j * head_dim, head_dim,
-                          scores + j * kAttnChunkKeys);
+  for (int i = 0; i < n_pieces; ++i) {
+    const Piece& pc = pieces[i];
+    if (kv_q8) {
+      for (int j = 0; j < g; ++j) {
+        k.vec.dot_q8_0_rows(pc.k, stride, pc.n, q + j * head_dim, head_dim,
+                            scores + j * kAttnChunkKeys + pc.t);
+      }
+    } else {
+      k.attn.dot_f16(reinterpret_cast<const uint16_t*>(pc.k), stride_elems, pc.n, q, g, head_dim,
+                     scores + pc.t, kAttnChunkKeys);
     }
-  } else {
-    k.attn.dot_f16(reinterpret_cast<const uint16_t*>(kc), stride_elems, n, q, g, head_dim, scores,
-                   kAttnChunkKeys);
   }
   for (int j = 0; j < g; ++j) {
     float* p = part + j * pf;
     p[head_dim + 1] = k.attn.exp_shifted(scores + j * kAttnChunkKeys, n, scale, &p[head_dim]);
     std::memset(p, 0, sizeof(float) * head_dim);
   }
-  if (kv_q8) {
-    for (int j = 0; j < g; ++j) {
-      k.vec.axpy_q8_0_rows(scores + j * kAttnChunkKeys, vc, row_stride_bytes, n, part + j * pf,
-                           head_dim);
+  for (int i = 0; i < n_pieces; ++i) {
+    const Piece& pc = pieces[i];
+    if (kv_q8) {
+      for (int j = 0; j < g; ++j) {
+        k.vec.axpy_q8_0_rows(scores + j * kAttnChunkKeys + pc.t, pc.v, stride, pc.n, part + j * pf,
+                             head_dim);
+      }
+    } else {
+      k.attn.axpy_f16(scores + pc.t, kAttnChunkKeys, reinterpret_cast<const uint16_t*>(pc.v),
+                      stride_elems, pc.n, g, head_dim, part, pf);
     }
-  } else {
-    k.attn.axpy_f16(scores, kAttnChunkKeys, reinterpret_cast<const uint16_t*>(vc), stride_elems, n,
-                    g, head_dim, part, pf);
   }
 }
 
@@ -112,14 +134,13 @@ void MergeChunks(const float* parts, int n_chunks, int g, int head_dim, float* o
   }
 }
 
-void AttendGroup(const KernelTable& k, bool kv_q8, const float* q, int g, const uint8_t* k0,
-                 const uint8_t* v0, size_t row_stride_bytes, int n_keys, int head_dim, float scale,
-                 float* scratch, float* out) {
-  const int n_chunks = AttnChunks(n_keys);
+void AttendGroup(const KernelTable& k, bool kv_q8, const float* q, int g, const KvRun& run,
+                 int head_dim, float scale, float* scratch, float* out) {
+  const int n_chunks = AttnChunks(run.n_keys);
   float* scores = scratch;
   float* parts = scratch + int64_t{g} * kAttnChunkKeys;
   for (int c = 0; c < n_chunks; ++c) {
-    AttendChunk(k, kv_q8, q, g, k0, v0, row_stride_bytes, n_keys, c, head_dim, scale, scores,
+    AttendChunk(k, kv_q8, q, g, run, c, head_dim, scale, scores,
                 parts + c * AttnPartFloats(g, head_dim));
   }
   MergeChunks(parts, n_chunks, g, head_dim, out);

@@ -54,18 +54,43 @@ inline int64_t AttnScratchFloats(int max_keys, int g, int head_dim) {
   return int64_t{g} * kAttnChunkKeys + AttnChunks(max_keys) * AttnPartFloats(g, head_dim);
 }
 
-// Chunk c of n_keys (keys [c·kAttnChunkKeys, ...)): its partial into part
+// The n_keys cached positions one KV head attends over, in position order: key t's rows at
+// k0/v0 + t·row_stride_bytes for t < n_contig, then (a ring that wraps: the engine's
+// sliding-window layers) at k_wrap/v_wrap + (t − n_contig)·row_stride_bytes. Every kernel
+// takes the keys in the same order either way, so a wrapped run gives the bits of an
+// unwrapped one.
+struct KvRun {
+  const uint8_t* k0 = nullptr;
+  const uint8_t* v0 = nullptr;
+  size_t row_stride_bytes = 0;
+  int n_keys = 0;
+  int n_contig = 0;  // ≥ n_keys: no wrap
+  const uint8_t* k_wrap = nullptr;
+  const uint8_t* v_wrap = nullptr;
+};
+
+// Chunk c of the run (keys [c·kAttnChunkKeys, ...)): its partial into part
 // (AttnPartFloats). scores: g·kAttnChunkKeys floats of scratch.
-void AttendChunk(const KernelTable& k, bool kv_q8, const float* q, int g, const uint8_t* k0,
-                 const uint8_t* v0, size_t row_stride_bytes, int n_keys, int chunk, int head_dim,
-                 float scale, float* scores, float* part);
+void AttendChunk(const KernelTable& k, bool kv_q8, const float* q, int g, const KvRun& run,
+                 int chunk, int head_dim, float scale, float* scores, float* part);
+inline void AttendChunk(const KernelTable& k, bool kv_q8, const float* q, int g, const uint8_t* k0,
+                        const uint8_t* v0, size_t row_stride_bytes, int n_keys, int chunk,
+                        int head_dim, float scale, float* scores, float* part) {
+  AttendChunk(k, kv_q8, q, g, KvRun{k0, v0, row_stride_bytes, n_keys, n_keys}, chunk, head_dim,
+              scale, scores, part);
+}
 
 // out (g·head_dim floats) from the n_chunks partials, parts consecutive; out may alias q.
 void MergeChunks(const float* parts, int n_chunks, int g, int head_dim, float* out);
 
 // Every chunk, then the merge: scratch of AttnScratchFloats(n_keys, g, head_dim) floats.
-void AttendGroup(const KernelTable& k, bool kv_q8, const float* q, int g, const uint8_t* k0,
-                 const uint8_t* v0, size_t row_stride_bytes, int n_keys, int head_dim, float scale,
-                 float* scratch, float* out);
+void AttendGroup(const KernelTable& k, bool kv_q8, const float* q, int g, const KvRun& run,
+                 int head_dim, float scale, float* scratch, float* out);
+inline void AttendGroup(const KernelTable& k, bool kv_q8, const float* q, int g, const uint8_t* k0,
+                        const uint8_t* v0, size_t row_stride_bytes, int n_keys, int head_dim,
+                        float scale, float* scratch, float* out) {
+  AttendGroup(k, kv_q8, q, g, KvRun{k0, v0, row_stride_bytes, n_keys, n_keys}, head_dim, scale,
+              scratch, out);
+}
 
 }  // namespace kx::cpu

@@ -284,7 +284,21 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
     impl->kv_row_bytes = static_cast<size_t>(impl->kv_dim) * sizeof(uint16_t);
   }
   impl->kv_head_bytes = impl->kv_row_bytes / hp.n_head_kv;
-  const size_t kv_bytes = static_cast<size_t>(hp.n_layer) * impl->n_ctx * impl->kv_row_bytes;
+  // Per layer: n_ctx positions, or a ring of window + n_batch on a sliding-window layer
+  // (engine_impl.h kv_slots) where that is fewer.
+  size_t kv_bytes = 0;
+  impl->kv_slots.resize(hp.n_layer);
+  impl->kv_layer_off.resize(hp.n_layer);
+  for (int l = 0; l < hp.n_layer; ++l) {
+    int slots = impl->n_ctx;
+    if (options.kv_ring && hp.IsLocalLayer(l)) {
+      slots = static_cast<int>(
+          std::min<int64_t>(impl->n_ctx, int64_t{hp.sliding_window} + int64_t{impl->n_batch}));
+    }
+    impl->kv_slots[l] = slots;
+    impl->kv_layer_off[l] = kv_bytes;
+    kv_bytes += static_cast<size_t>(slots) * impl->kv_row_bytes;
+  }
   if (absl::Status st = impl->ram->Reserve("KV cache", 2 * kv_bytes); !st.ok()) {
     return absl::ResourceExhaustedError(
         absl::StrCat(std::string(st.message()), "; the KV cache for n_ctx ", impl->n_ctx,
@@ -464,18 +478,18 @@ absl::Status Engine::Eval(std::span<const int32_t> tokens, bool all_logits) {
         m.ForwardBatch(tokens.data() + start + i, 1, want ? 0 : 1, row);
         m.n_past += 1;
         if (want && !m.aborted && FirstBadLogitRow(m, row, 1, m.xn.data()) >= 0) {
-          m.n_past = n_past_before;
+          m.RewindKv(n_past_before);
           m.n_logit_rows = 0;
           return NonFiniteLogitsError(n_past_before + start + i);
         }
       }
       if (m.aborted) break;
       if (absl::Status st = DeviceStatus(m); !st.ok()) {
-        m.n_past -= start + count;
+        m.RewindKv(n_past_before);
         return st;
       }
       if (absl::Status st = m.sparse->status(); !st.ok()) {
-        m.n_past -= start + count;
+        m.RewindKv(n_past_before);
         return absl::DataLossError(
             absl::StrCat("reading FFN bundles: ", std::string(st.message())));
       }
@@ -488,7 +502,7 @@ absl::Status Engine::Eval(std::span<const int32_t> tokens, bool all_logits) {
     m.ForwardBatch(tokens.data() + start, count, first_logit, dst);
     if (m.aborted) break;  // between two layers: the batch is dropped below
     if (absl::Status st = DeviceStatus(m); !st.ok()) {  // before the logits: they may show it
-      m.n_past = n_past_before;
+      m.RewindKv(n_past_before);
       m.n_logit_rows = 0;
       return st;
     }
@@ -496,7 +510,7 @@ absl::Status Engine::Eval(std::span<const int32_t> tokens, bool all_logits) {
       const size_t d = static_cast<size_t>(m.hp.n_embd);
       const int bad = FirstBadLogitRow(m, dst, count - first_logit, m.xn.data() + first_logit * d);
       if (bad >= 0) {
-        m.n_past = n_past_before;
+        m.RewindKv(n_past_before);
         m.n_logit_rows = 0;
         return NonFiniteLogitsError(n_past_before + start + first_logit + bad);
       }
@@ -504,7 +518,8 @@ absl::Status Engine::Eval(std::span<const int32_t> tokens, bool all_logits) {
     m.n_past += count;
   }
   if (m.aborted) {  // the KV entries written since are past n_past: overwritten later
-    m.n_past = n_past_before;
+    // (or, where a ring no longer holds what n_past_before needs, the cache is cleared)
+    m.RewindKv(n_past_before);
     m.n_logit_rows = 0;
     return absl::CancelledError(absl::StrCat("evaluation stopped by its abort check after ",
                                              m.eval_done, " of ", n, " tokens"));
@@ -513,7 +528,7 @@ absl::Status Engine::Eval(std::span<const int32_t> tokens, bool all_logits) {
     // Bytes read in place (mapped) or by the tier come from a file verified
     // at open; a write to it since means this evaluation may have used others.
     if (absl::Status st = m.sparse->sidecar().CheckUnchanged(); !st.ok()) {
-      m.n_past = n_past_before;
+      m.RewindKv(n_past_before);
       m.n_logit_rows = 0;
       return st;
     }
@@ -547,14 +562,36 @@ std::span<const float> Engine::Logits(int i) const {
           static_cast<size_t>(m.hp.n_vocab)};
 }
 
-void Engine::TruncateKv(int n) { impl_->n_past = std::clamp(n, 0, impl_->n_past); }
+void Engine::TruncateKv(int n) { impl_->RewindKv(std::clamp(n, 0, impl_->n_past)); }
+
+int Engine::Impl::RewindKv(int n) {
+  // A ring of S slots holds every position p ≥ kv_end − S; a token at n attends to
+  // (n − window, n): those from max(0, n + 1 − window) must be held. The positions it writes
+  // from n on then overwrite only older ones (S ≥ window + n_batch).
+  bool held = true;
+  for (int l = 0; l < hp.n_layer && held; ++l) {
+    if (kv_slots[l] >= n_ctx) continue;
+    const int first = std::max(0, n + 1 - Window(l));
+    held = first >= kv_end - kv_slots[l];
+  }
+  if (!held || n == 0) {
+    n = 0;
+    kv_end = 0;
+  }
+  n_past = n;
+  return n;
+}
 
 uint64_t Engine::WeightBytesPerToken() const { return impl_->model->WeightBytesPerToken(); }
 
 uint64_t Engine::KvBytesPerToken() const {
   const Impl& m = *impl_;
-  return 2ull * m.hp.n_layer * static_cast<uint64_t>(m.kv_row_bytes) * m.n_past;
+  uint64_t rows = 0;
+  for (int l = 0; l < m.hp.n_layer; ++l) rows += std::min(m.n_past, m.Window(l));
+  return 2ull * static_cast<uint64_t>(m.kv_row_bytes) * rows;
 }
+
+uint64_t Engine::KvCacheBytes() const { return impl_->k_cache.size() + impl_->v_cache.size(); }
 
 double Engine::FlopsPerToken() const { return impl_->model->FlopsPerToken(); }
 

@@ -39,6 +39,11 @@ struct EngineOptions {
   // slightly: tests/engine/test_kv_q8.cc). Needs head_dim a multiple of 32.
   enum class KvType { kF16, kQ8_0 };
   KvType kv_type = KvType::kF16;
+  // Sliding-window layers (Gemma 3's local layers) keep only their window plus one batch of
+  // positions, as a ring (engine_impl.h kv_slots), instead of n_ctx: the same logits, less
+  // memory. A rewind (TruncateKv, a stopped Eval) further back than the rings reach clears
+  // the cache instead (n_past() 0). false: n_ctx positions on every layer.
+  bool kv_ring = true;
 
   // Activation sparsity (engine/sparse_runtime.h). With a sidecar, decode
   // computes only the FFN neurons its predictors select.
@@ -132,7 +137,8 @@ class Engine {
   // `all_logits`, logits of every token are kept (Logits(i)); otherwise
   // only the last token's. Fails (changing nothing) if the context would
   // overflow or a token id is out of range; Cancelled when the abort check
-  // stops it (n_past() as before the call, no logits). DataLoss, likewise
+  // stops it (n_past() as before the call, no logits; 0 when sliding-window
+  // rings no longer reach back there: TruncateKv). DataLoss, likewise
   // rolled back, when a kept logit row holds NaN or inf (damaged weights:
   // IsNonFiniteLogits says which) or when the sidecar was written to since
   // it was opened.
@@ -150,13 +156,18 @@ class Engine {
   // Logits of token i of the last Eval (i = -1: the last one).
   std::span<const float> Logits(int i = -1) const;
 
-  // Drops KV entries at positions >= n (0 clears).
+  // Drops KV entries at positions >= n (0 clears). With sliding-window rings
+  // (EngineOptions::kv_ring) a rewind past what they still hold clears the cache: n_past()
+  // then reads 0, below n, and the caller evaluates its tokens again.
   void TruncateKv(int n);
 
   // Bytes of weights one decode step reads (for bandwidth ceilings).
   uint64_t WeightBytesPerToken() const;
-  // Bytes of KV cache one decode step reads at the current depth.
+  // Bytes of KV cache one decode step reads at the current depth (a sliding-window layer
+  // reads its window at most).
   uint64_t KvBytesPerToken() const;
+  // Bytes the KV cache holds (K and V, every layer), as reserved from the RAM budget.
+  uint64_t KvCacheBytes() const;
   // Floating point operations of one token through the model at depth 0.
   double FlopsPerToken() const;
   // Task parts one decode token runs on the task graph (EngineOptions::executor

@@ -68,9 +68,18 @@ struct Engine::Impl {
   // the keys one attention task reads (one KV head, a run of positions) are contiguous: with
   // the heads of a position together they were runs of 128 bytes 384 bytes apart (SmolLM2),
   // which the hardware prefetchers follow poorly.
+  //
+  // A sliding-window layer (Gemma 3's local layers) keeps a ring of kv_slots[l] positions
+  // instead of n_ctx (EngineOptions::kv_ring): position p in slot p mod kv_slots[l]. Its
+  // window W needs the last W positions, a batch of up to n_batch tokens writes its positions
+  // before any of them attends, so the ring holds W + n_batch slots; what it then holds is
+  // every position p ≥ kv_end − kv_slots[l] (RewindKv checks a rewind against that).
   EngineOptions::KvType kv_type = EngineOptions::KvType::kF16;
   size_t kv_row_bytes = 0;
   size_t kv_head_bytes = 0;
+  std::vector<int> kv_slots;         // per layer: positions its cache holds (n_ctx or the ring)
+  std::vector<size_t> kv_layer_off;  // per layer: byte offset of its cache in k_cache/v_cache
+  int kv_end = 0;  // one past the highest position written since the cache was last cleared
   std::vector<uint8_t> k_cache;
   std::vector<uint8_t> v_cache;
 
@@ -121,7 +130,22 @@ struct Engine::Impl {
   void ForwardBatch(const int32_t* tokens, int n, int first_logit, float* logits_dst);
   // Bytes of the scratch vectors above (KV cache not included).
   uint64_t ScratchBytes() const;
+  // Sets n_past to n (≤ n_past) when every ring still holds the positions a token at n
+  // attends to; otherwise to 0 (the cache cleared: the caller evaluates again from the
+  // start). Returns the new n_past.
+  int RewindKv(int n);
+  // Keys of positions (pos − window, pos] the query at pos sees in `layer` (window: n_ctx on
+  // a global layer).
+  int Window(int layer) const { return hp.IsLocalLayer(layer) ? hp.sliding_window : n_ctx; }
 };
+
+// Byte offset of (layer, KV head, position) in k_cache / v_cache: the head-major layout, a
+// ring on sliding-window layers (the comment on kv_slots).
+inline size_t KvOffset(const Engine::Impl& m, int layer, int head, int pos) {
+  const size_t slots = static_cast<size_t>(m.kv_slots[layer]);
+  return m.kv_layer_off[layer] +
+         (static_cast<size_t>(head) * slots + static_cast<size_t>(pos) % slots) * m.kv_head_bytes;
+}
 
 const char* OpName(Op op);
 

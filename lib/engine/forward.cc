@@ -159,15 +159,34 @@ void PlanAttention(Engine::Impl& m, int layer, int n, AttnPlan* plan) {
   plan->layer = layer;
   plan->n = n;
   plan->n_past = m.n_past;
-  plan->window = m.hp.IsLocalLayer(layer) ? m.hp.sliding_window : m.n_ctx;
+  plan->window = m.Window(layer);
   plan->n_chunks = 0;
   if (n == 1) {
     const int first_key = std::max(0, m.n_past + 1 - plan->window);
     plan->n_chunks = cpu::AttnChunks(m.n_past + 1 - first_key);
   }
-  plan->kc = m.k_cache.data() + static_cast<size_t>(layer) * m.n_ctx * m.kv_row_bytes;
-  plan->vc = m.v_cache.data() + static_cast<size_t>(layer) * m.n_ctx * m.kv_row_bytes;
 }
+
+namespace {
+
+// The keys a query at pos sees in KV head kvh's run of the layer: [first, pos], which wraps
+// at the end of a sliding-window layer's ring (engine_impl.h kv_slots).
+cpu::KvRun KeyRun(const Engine::Impl& m, const AttnPlan& a, int pos, int kvh) {
+  const int first = std::max(0, pos + 1 - a.window);
+  const int slots = m.kv_slots[a.layer];
+  const size_t k0 = KvOffset(m, a.layer, kvh, first), base = KvOffset(m, a.layer, kvh, 0);
+  cpu::KvRun run;
+  run.k0 = m.k_cache.data() + k0;
+  run.v0 = m.v_cache.data() + k0;
+  run.row_stride_bytes = m.kv_head_bytes;
+  run.n_keys = pos + 1 - first;
+  run.n_contig = slots - first % slots;
+  run.k_wrap = m.k_cache.data() + base;
+  run.v_wrap = m.v_cache.data() + base;
+  return run;
+}
+
+}  // namespace
 
 void RunAttentionPart(const AttnPlan& a, int ith, int nth) {
   Engine::Impl& m = *a.m;
@@ -175,32 +194,23 @@ void RunAttentionPart(const AttnPlan& a, int ith, int nth) {
   const int hd = hp.head_dim, qd = hp.q_dim();
   const int g = hp.n_head / hp.n_head_kv;
   const bool kv_q8 = m.kv_type == EngineOptions::KvType::kQ8_0;
-  // Head-major cache (engine_impl.h): a KV head's keys are head_bytes apart.
-  const size_t head_bytes = m.kv_head_bytes;
   float* scratch = &m.scores[static_cast<size_t>(ith) * m.scores_per_thread];
-  // A query at position pos sees keys [first, pos] of its KV head's run.
-  auto key0 = [&](int pos, int kvh, int* n_keys) {
-    const int first = std::max(0, pos + 1 - a.window);
-    *n_keys = pos + 1 - first;
-    return (static_cast<size_t>(kvh) * m.n_ctx + first) * head_bytes;
-  };
-  if (a.n_chunks > 0) {  // one token: a task per (KV head, chunk)
-    for (int u = ith; u < hp.n_head_kv * a.n_chunks; u += nth) {
+  if (a.n_chunks > 0) {
+    // One token: a task per (KV head, chunk), thread ith taking a contiguous range of them, so
+    // its keys are one stream through memory (a head's chunks are consecutive in the cache)
+    // that the prefetchers follow from one chunk into the next.
+    const int n_tasks = hp.n_head_kv * a.n_chunks;
+    for (int u = n_tasks * ith / nth; u < n_tasks * (ith + 1) / nth; ++u) {
       const int kvh = u / a.n_chunks, c = u % a.n_chunks;
-      int n_keys = 0;
-      const size_t k0 = key0(a.n_past, kvh, &n_keys);
-      cpu::AttendChunk(*m.kernels, kv_q8, &m.q[kvh * g * hd], g, a.kc + k0, a.vc + k0, head_bytes,
-                       n_keys, c, hd, hp.attn_scale, scratch,
-                       &m.attn_parts[u * cpu::AttnPartFloats(g, hd)]);
+      cpu::AttendChunk(*m.kernels, kv_q8, &m.q[kvh * g * hd], g, KeyRun(m, a, a.n_past, kvh), c, hd,
+                       hp.attn_scale, scratch, &m.attn_parts[u * cpu::AttnPartFloats(g, hd)]);
     }
     return;
   }
   for (int u = ith; u < a.n * hp.n_head_kv; u += nth) {  // a batch: a task per (token, KV head)
     const int b = u / hp.n_head_kv, kvh = u % hp.n_head_kv;
-    int n_keys = 0;
-    const size_t k0 = key0(a.n_past + b, kvh, &n_keys);
-    cpu::AttendGroup(*m.kernels, kv_q8, &m.q[b * qd + kvh * g * hd], g, a.kc + k0, a.vc + k0,
-                     head_bytes, n_keys, hd, hp.attn_scale, scratch,
+    cpu::AttendGroup(*m.kernels, kv_q8, &m.q[b * qd + kvh * g * hd], g,
+                     KeyRun(m, a, a.n_past + b, kvh), hd, hp.attn_scale, scratch,
                      &m.attn[b * qd + kvh * g * hd]);
   }
 }
@@ -268,9 +278,8 @@ void RopeStage(Engine::Impl& m, int layer, int n) {
   const int half_rot = hp.n_rot / 2;
   const bool local = hp.IsLocalLayer(layer);
   const bool kv_q8 = m.kv_type == EngineOptions::KvType::kQ8_0;
-  const size_t kv_row_bytes = m.kv_row_bytes, head_bytes = m.kv_head_bytes;
-  uint8_t* kc = m.k_cache.data() + static_cast<size_t>(layer) * m.n_ctx * kv_row_bytes;
-  uint8_t* vc = m.v_cache.data() + static_cast<size_t>(layer) * m.n_ctx * kv_row_bytes;
+  uint8_t* kc = m.k_cache.data();
+  uint8_t* vc = m.v_cache.data();
   const std::vector<float>& cos_table = local ? m.rope_cos_local : m.rope_cos;
   const std::vector<float>& sin_table = local ? m.rope_sin_local : m.rope_sin;
   for (int b = 0; b < n; ++b) {
@@ -282,9 +291,8 @@ void RopeStage(Engine::Impl& m, int layer, int n) {
     for (int h = 0; h < hp.n_head_kv; ++h) {
       cpu::RopeHead(&m.k[b * kvd + h * hd], ct, st, hp.n_rot, hp.rope_style == RopeStyle::kNeox);
     }
-    const size_t pos = static_cast<size_t>(m.n_past + b);
     for (int h = 0; h < hp.n_head_kv; ++h) {  // head-major: head h's run, row pos
-      const size_t at = (static_cast<size_t>(h) * m.n_ctx + pos) * head_bytes;
+      const size_t at = KvOffset(m, layer, h, m.n_past + b);
       const float* kh = &m.k[b * kvd + h * hd];
       const float* vh = &m.v[b * kvd + h * hd];
       if (kv_q8) {
@@ -399,6 +407,7 @@ static void AttentionBlockCpu(Engine::Impl& m, int l, int n) {
 }
 
 void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit, float* logits_dst) {
+  kv_end = std::max(kv_end, n_past + n);  // RopeStage writes positions up to n_past + n − 1
   // One token (decode) on the task graph, unless a profiling hook watches
   // the FFN (kairox-prepare), which only the pool path calls.
   // The device path (engine/device_layers.h) runs on the pool path: the decode graph has no

@@ -79,8 +79,6 @@ struct AttnPlan {
   int n_past = 0;
   int window = 0;    // keys a query at position p sees: (p − window, p]
   int n_chunks = 0;  // one token: its keys' chunks (cpu::AttnChunks); 0 for a batch
-  const uint8_t* kc = nullptr;
-  const uint8_t* vc = nullptr;
 };
 void PlanAttention(Engine::Impl& m, int layer, int n, AttnPlan* plan);
 void RunAttentionPart(const AttnPlan& plan, int ith, int nth);

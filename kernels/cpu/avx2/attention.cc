@@ -17,6 +17,17 @@ namespace {
 constexpr int kLanes = 8;
 constexpr int kBlockRows = 8;
 
+// Software prefetch distance in rows, as in avx512/attention.cc: past the end of the rows too
+// (a decode thread takes a head's chunks in order, so the rows after a chunk are usually its
+// next one; a prefetch never faults).
+constexpr int64_t kPrefetchRows = 32;
+
+// Every cache line of n F16 elements from p.
+inline void PrefetchRow(const uint16_t* p, int64_t n) {
+  const auto* b = reinterpret_cast<const char*>(p);
+  for (int64_t off = 0; off < n * 2; off += 64) _mm_prefetch(b + off, _MM_HINT_T0);
+}
+
 __m256 LoadHalf8(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
@@ -31,21 +42,29 @@ __m256 TransposedSum8(const __m256* a) {
 void DotF16(const uint16_t* rows, size_t stride, int64_t n_rows, const float* qs, int n_q,
             int64_t n, float* dst, int64_t dst_stride) {
   const int64_t full = n / kLanes, width = (n + kLanes - 1) / kLanes * kLanes;
-  alignas(32) float block[kBlockRows * kAttnMaxHeadDim];  // the 8 keys, widened, packed
-  alignas(32) float q_pad[kAttnMaxHeadDim];               // a query whose n is not 8·k
+  // The 8 keys, widened, packed chunk-major: vector c of row r at (c·8 + r)·8, so the FMAs of
+  // one chunk address the 8 rows at constant offsets from one pointer.
+  alignas(32) float block[kBlockRows * kAttnMaxHeadDim];
+  alignas(32) float q_pad[kAttnMaxHeadDim];  // a query whose n is not 8·k
   alignas(32) float sums[kBlockRows];
   for (int64_t t0 = 0; t0 < n_rows; t0 += kBlockRows) {
     const int rows_here = static_cast<int>(std::min<int64_t>(kBlockRows, n_rows - t0));
+    for (int64_t t = t0 + kPrefetchRows; t < t0 + kPrefetchRows + kBlockRows; ++t) {
+      PrefetchRow(rows + t * stride, n);
+    }
     for (int r = 0; r < kBlockRows; ++r) {
-      float* b = &block[r * width];
+      float* b = &block[r * kLanes];  // chunk c at b + c·kBlockRows·kLanes
       if (r >= rows_here) {
-        std::memset(b, 0, sizeof(float) * width);
+        for (int64_t i = 0; i < width; i += kLanes)
+          _mm256_store_ps(b + i * kBlockRows, _mm256_setzero_ps());
         continue;
       }
       const uint16_t* src = rows + (t0 + r) * stride;
       for (int64_t c = 0; c < full; ++c)
-        _mm256_store_ps(b + c * kLanes, LoadHalf8(src + c * kLanes));
-      for (int64_t i = full * kLanes; i < width; ++i) b[i] = i < n ? HalfToFloat(src[i]) : 0.0f;
+        _mm256_store_ps(b + c * kBlockRows * kLanes, LoadHalf8(src + c * kLanes));
+      for (int64_t i = full * kLanes; i < width; ++i) {
+        b[full * kBlockRows * kLanes + (i - full * kLanes)] = i < n ? HalfToFloat(src[i]) : 0.0f;
+      }
     }
     for (int j = 0; j < n_q; ++j) {
       const float* q = qs + j * n;
@@ -58,8 +77,9 @@ void DotF16(const uint16_t* rows, size_t stride, int64_t n_rows, const float* qs
       for (auto& a : acc) a = _mm256_setzero_ps();
       for (int64_t i = 0; i < width; i += kLanes) {
         const __m256 qv = _mm256_loadu_ps(q + i);
+        const float* bc = &block[i * kBlockRows];
         for (int r = 0; r < kBlockRows; ++r) {
-          acc[r] = _mm256_fmadd_ps(_mm256_load_ps(&block[r * width + i]), qv, acc[r]);
+          acc[r] = _mm256_fmadd_ps(_mm256_load_ps(bc + r * kLanes), qv, acc[r]);
         }
       }
       _mm256_store_ps(sums, TransposedSum8(acc));
@@ -78,6 +98,8 @@ void AxpyHeads(const float* p, int64_t p_stride, const uint16_t* rows, size_t st
   }
   for (int64_t t = 0; t < n_rows; ++t) {
     const uint16_t* v = rows + t * stride + i0;
+    // Its first pass over the columns brings the rows in; the later ones find them in L1.
+    if (i0 == 0) PrefetchRow(v + kPrefetchRows * stride, n);
     const __m256 v0 = LoadHalf8(v), v1 = LoadHalf8(v + kLanes);
     for (int j = 0; j < J; ++j) {
       const __m256 pj = _mm256_broadcast_ss(&p[j * p_stride + t]);

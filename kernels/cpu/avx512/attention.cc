@@ -54,23 +54,40 @@ __m512 TransposedSum16(const __m512* a) {
 
 void DotF16(const uint16_t* rows, size_t stride, int64_t n_rows, const float* qs, int n_q,
             int64_t n, float* dst, int64_t dst_stride) {
-  const int64_t chunks = (n + kLanes - 1) / kLanes, width = chunks * kLanes;
-  // The 16 keys, widened, packed (a row stride of 2 KiB would put them in two L1 sets).
+  const int64_t chunks = (n + kLanes - 1) / kLanes;
+  // The 16 keys, widened, packed chunk-major: vector c of row r at (c·16 + r)·16, so the FMAs
+  // of one chunk address the 16 rows at constant offsets from one pointer (row-major with a
+  // run-time row length cost two integer ops per FMA). Packed: a row stride of 2 KiB would
+  // put them in two L1 sets.
   alignas(64) float block[kBlockRows * kAttnMaxHeadDim];
   for (int64_t t0 = 0; t0 < n_rows; t0 += kBlockRows) {
     const int rows_here = static_cast<int>(std::min<int64_t>(kBlockRows, n_rows - t0));
-    // The cache holds every KV head of a position together, so a head's keys are short
-    // strided runs the hardware prefetchers follow poorly: ask for the block after next.
-    for (int64_t t = t0 + kPrefetchRows; t < std::min(n_rows, t0 + kPrefetchRows + kBlockRows);
-         ++t) {
+    // Ask for the block kPrefetchRows ahead, past the end of these rows too: a decode thread
+    // takes a head's chunks in order (forward.cc RunAttentionPart), so the rows after a
+    // chunk are usually its next one, and a prefetch never faults.
+    for (int64_t t = t0 + kPrefetchRows; t < t0 + kPrefetchRows + kBlockRows; ++t) {
       PrefetchRow(rows + t * stride, n);
     }
-    for (int r = 0; r < kBlockRows; ++r) {
-      for (int64_t c = 0; c < chunks; ++c) {
-        const __mmask16 m = r < rows_here ? TailMask(n - c * kLanes) : 0;
-        const uint16_t* src = rows + (t0 + r) * stride + c * kLanes;
-        _mm512_store_ps(&block[r * width + c * kLanes],
-                        _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src)));
+    if (rows_here == kBlockRows && n % kLanes == 0) {
+      // Whole rows of whole vectors (every model's head_dim): plain loads, which fold into
+      // the conversion, where a masked one costs a mask move and a blend uop on the ports the
+      // FMAs need.
+      for (int r = 0; r < kBlockRows; ++r) {
+        const uint16_t* src = rows + (t0 + r) * stride;
+        for (int64_t c = 0; c < chunks; ++c) {
+          _mm512_store_ps(&block[(c * kBlockRows + r) * kLanes],
+                          _mm512_cvtph_ps(_mm256_loadu_si256(
+                              reinterpret_cast<const __m256i*>(src + c * kLanes))));
+        }
+      }
+    } else {
+      for (int r = 0; r < kBlockRows; ++r) {
+        for (int64_t c = 0; c < chunks; ++c) {
+          const __mmask16 m = r < rows_here ? TailMask(n - c * kLanes) : 0;
+          const uint16_t* src = rows + (t0 + r) * stride + c * kLanes;
+          _mm512_store_ps(&block[(c * kBlockRows + r) * kLanes],
+                          _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src)));
+        }
       }
     }
     for (int j = 0; j < n_q; ++j) {
@@ -79,8 +96,9 @@ void DotF16(const uint16_t* rows, size_t stride, int64_t n_rows, const float* qs
       for (auto& a : acc) a = _mm512_setzero_ps();
       for (int64_t c = 0; c < chunks; ++c) {
         const __m512 qv = _mm512_maskz_loadu_ps(TailMask(n - c * kLanes), q + c * kLanes);
+        const float* bc = &block[c * kBlockRows * kLanes];
         for (int r = 0; r < kBlockRows; ++r) {
-          acc[r] = _mm512_fmadd_ps(_mm512_load_ps(&block[r * width + c * kLanes]), qv, acc[r]);
+          acc[r] = _mm512_fmadd_ps(_mm512_load_ps(bc + r * kLanes), qv, acc[r]);
         }
       }
       _mm512_mask_storeu_ps(dst + j * dst_stride + t0, TailMask(rows_here), TransposedSum16(acc));
@@ -88,8 +106,9 @@ void DotF16(const uint16_t* rows, size_t stride, int64_t n_rows, const float* qs
   }
 }
 
-// Heads [j0, j0 + J) over the 64 columns from i0: J·4 accumulators in registers.
-template <int J>
+// Heads [j0, j0 + J) over the 64 columns from i0: J·4 accumulators in registers. kWhole: all
+// 64 columns exist, so the rows take plain loads (as DotF16's).
+template <int J, bool kWhole>
 void AxpyHeads(const float* p, int64_t p_stride, const uint16_t* rows, size_t stride,
                int64_t n_rows, int64_t n, int64_t i0, float* ys, int64_t y_stride) {
   constexpr int kC = 4;
@@ -102,11 +121,13 @@ void AxpyHeads(const float* p, int64_t p_stride, const uint16_t* rows, size_t st
   }
   for (int64_t t = 0; t < n_rows; ++t) {
     const uint16_t* v = rows + t * stride + i0;
-    if (t + kPrefetchRows < n_rows)
-      PrefetchRow(v + kPrefetchRows * stride, std::min<int64_t>(n - i0, 4 * kLanes));
+    PrefetchRow(v + kPrefetchRows * stride, std::min<int64_t>(n - i0, 4 * kLanes));
     __m512 vc[kC];
-    for (int c = 0; c < kC; ++c)
-      vc[c] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m[c], v + c * kLanes));
+    for (int c = 0; c < kC; ++c) {
+      vc[c] = kWhole ? _mm512_cvtph_ps(
+                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + c * kLanes)))
+                     : _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m[c], v + c * kLanes));
+    }
     for (int j = 0; j < J; ++j) {
       const __m512 pj = _mm512_set1_ps(p[j * p_stride + t]);
       for (int c = 0; c < kC; ++c) acc[j][c] = _mm512_fmadd_ps(pj, vc[c], acc[j][c]);
@@ -118,6 +139,26 @@ void AxpyHeads(const float* p, int64_t p_stride, const uint16_t* rows, size_t st
   }
 }
 
+// AxpyHeads<J> for J in [1, 6].
+template <bool kWhole>
+void AxpyGroup(int J, const float* p, int64_t p_stride, const uint16_t* rows, size_t stride,
+               int64_t n_rows, int64_t n, int64_t i0, float* ys, int64_t y_stride) {
+  switch (J) {
+    case 1:
+      return AxpyHeads<1, kWhole>(p, p_stride, rows, stride, n_rows, n, i0, ys, y_stride);
+    case 2:
+      return AxpyHeads<2, kWhole>(p, p_stride, rows, stride, n_rows, n, i0, ys, y_stride);
+    case 3:
+      return AxpyHeads<3, kWhole>(p, p_stride, rows, stride, n_rows, n, i0, ys, y_stride);
+    case 4:
+      return AxpyHeads<4, kWhole>(p, p_stride, rows, stride, n_rows, n, i0, ys, y_stride);
+    case 5:
+      return AxpyHeads<5, kWhole>(p, p_stride, rows, stride, n_rows, n, i0, ys, y_stride);
+    default:
+      return AxpyHeads<6, kWhole>(p, p_stride, rows, stride, n_rows, n, i0, ys, y_stride);
+  }
+}
+
 void AxpyF16(const float* p, int64_t p_stride, const uint16_t* rows, size_t stride, int64_t n_rows,
              int n_y, int64_t n, float* ys, int64_t y_stride) {
   constexpr int kMaxJ = 6;  // 24 accumulators + 4 widened rows + a broadcast
@@ -125,25 +166,12 @@ void AxpyF16(const float* p, int64_t p_stride, const uint16_t* rows, size_t stri
     for (int j0 = 0; j0 < n_y; j0 += kMaxJ) {
       const float* pj = p + j0 * p_stride;
       float* yj = ys + j0 * y_stride;
-      switch (std::min(kMaxJ, n_y - j0)) {
-        case 1:
-          AxpyHeads<1>(pj, p_stride, rows, stride, n_rows, n, i0, yj, y_stride);
-          break;
-        case 2:
-          AxpyHeads<2>(pj, p_stride, rows, stride, n_rows, n, i0, yj, y_stride);
-          break;
-        case 3:
-          AxpyHeads<3>(pj, p_stride, rows, stride, n_rows, n, i0, yj, y_stride);
-          break;
-        case 4:
-          AxpyHeads<4>(pj, p_stride, rows, stride, n_rows, n, i0, yj, y_stride);
-          break;
-        case 5:
-          AxpyHeads<5>(pj, p_stride, rows, stride, n_rows, n, i0, yj, y_stride);
-          break;
-        default:
-          AxpyHeads<6>(pj, p_stride, rows, stride, n_rows, n, i0, yj, y_stride);
-          break;
+      if (n - i0 >= 4 * kLanes) {
+        AxpyGroup<true>(std::min(kMaxJ, n_y - j0), pj, p_stride, rows, stride, n_rows, n, i0, yj,
+                        y_stride);
+      } else {
+        AxpyGroup<false>(std::min(kMaxJ, n_y - j0), pj, p_stride, rows, stride, n_rows, n, i0, yj,
+                         y_stride);
       }
     }
   }
