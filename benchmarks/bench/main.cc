@@ -30,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/cpu_features.h"
+#include "base/huge_pages.h"
 #include "base/status.h"
 #include "base/timer.h"
 #include "bench/probes.h"
@@ -598,6 +599,10 @@ absl::Status Run(const Args& args) {
     for (int64_t depth : args.depth) {
       KX_RETURN_IF_ERROR(RunInstance(args, t_opts, engine, static_cast<int>(depth), &results));
     }
+  }
+  if (const GgufFile& f = first->model()->gguf(); f.file_size() > 0) {
+    const int64_t huge = HugeMappedBytes(f.data());
+    if (huge >= 0) run.weights_huge_share = static_cast<double>(huge) / f.file_size();
   }
   if (args.output == "csv") {
     PrintCsv(run, results, stdout);

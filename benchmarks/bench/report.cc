@@ -81,12 +81,16 @@ void PrintMarkdown(const RunInfo& run, const std::vector<TestResult>& results, s
         frac > 0.0 ? absl::StrFormat("%.1f%%", 100.0 * frac) : "-");
   }
   absl::FPrintF(out, "\n");
+  if (run.weights_huge_share >= 0.0) {
+    absl::FPrintF(out, "model file: %.1f %% mapped in 2 MiB pages after the tests\n",
+                  100.0 * run.weights_huge_share);
+  }
   for (const TestResult& r : results) {
     if (r.n_gen > 0 && !r.e2e && r.bw_dram_gbps > 0.0) {
       absl::FPrintF(out,
                     "%s ceiling: %.2f MB read per token (weights %.2f + KV %.2f); read "
                     "bandwidth %.2f GB/s at that working set (DRAM), %.2f GB/s at %.2f MiB "
-                    "(cache); medians of %d probes between repetitions\n",
+                    "(cache), both on 2 MiB pages; medians of %d probes between repetitions\n",
                     r.name, (r.weight_bytes_per_token + r.kv_bytes_per_token) / kBytesPerMB,
                     r.weight_bytes_per_token / kBytesPerMB, r.kv_bytes_per_token / kBytesPerMB,
                     r.bw_dram_gbps, r.bw_cache_gbps,
@@ -209,6 +213,7 @@ nlohmann::ordered_json TestObject(const RunInfo& run, const TestResult& r) {
   j["kx_version"] = run.version;
   j["kx_test"] = r.name;
   j["kx_isa"] = run.isa;
+  j["kx_weights_huge_share"] = run.weights_huge_share;
   j["kx_e2e"] = r.e2e;
   if (r.n_gen > 0 && !r.e2e) {
     j["kx_weight_bytes_per_token"] = r.weight_bytes_per_token;

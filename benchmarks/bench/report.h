@@ -119,6 +119,9 @@ struct RunInfo {
   std::string test_time;  // ISO 8601, UTC
   std::string peak_method;
   int repetitions = 0;
+  // Share of the model file mapped by 2 MiB pages after the tests (base/huge_pages.h); < 0:
+  // unknown.
+  double weights_huge_share = -1.0;
   // "CPU", or "CPU+<device>" with the layers and the LM head it holds (docs/device.md).
   std::string backend = "CPU";
 };

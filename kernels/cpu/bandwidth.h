@@ -18,7 +18,8 @@ namespace kx::cpu {
 // least 64 KiB), after one untimed warm-up pass. With n_threads > 1 the buffer
 // is split into contiguous shares that n_threads threads read at the same
 // time (the wall time of the slowest counts): the ceiling for kernels that
-// split rows across threads. Uses the widest vector loads the CPU runs.
+// split rows across threads. Uses the widest vector loads the CPU runs, on a buffer in 2 MiB
+// pages where THP is not off (as kairox holds the weights).
 // Allocates the buffer and starts threads; not for hot paths.
 double MeasureReadBandwidthGBps(uint64_t working_set_bytes, int n_threads, int repeats);
 

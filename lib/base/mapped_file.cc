@@ -12,6 +12,8 @@
 #include <new>
 #include <utility>
 
+#include "base/huge_pages.h"
+
 namespace kx {
 namespace {
 
@@ -20,35 +22,50 @@ constexpr uint64_t kMaxReadChunk = uint64_t{1} << 30;
 constexpr uint64_t kBytesPerKiB = 1024;
 constexpr double kBytesPerMiB = 1024.0 * 1024.0;
 
-// kRead's buffer: anonymous memory in whole 2 MiB pages at a 2 MiB-aligned
-// address, marked for transparent huge pages. Why: decode streams every weight
-// once per token, and with 4 KiB pages the matvec kernels stall on TLB misses
-// (one thread, a Q4_K / Q6_K matvec over 300 MB of copies: 12.7 → 13.3 and
-// 10.3–11.5 → 11.9–12.1 GB/s; Qwen2.5 1.5B tg 10–20 % faster; docs/performance.md).
-// Where THP is off, madvise fails and the pages are small: nothing else
-// changes. The mapping is zero-filled, so the tail past the file is zeros.
-constexpr uint64_t kHugePage = MappedFile::kHugePageBytes;
+// Decode streams every weight once per token, and with 4 KiB pages the matvec kernels stall on
+// page walks: kRead's buffer is anonymous memory in 2 MiB pages, kMapHuge maps the file so
+// the page cache's 2 MiB folios can be mapped whole (base/huge_pages.h has the measurements).
+// Where THP is off, madvise fails and the pages are small: nothing else changes.
 
-uint64_t HugeRoundUp(uint64_t size) { return (size + kHugePage - 1) / kHugePage * kHugePage; }
-
-uint8_t* AllocHuge(uint64_t size) {
-  const uint64_t len = HugeRoundUp(size);
-  void* p =
-      ::mmap(nullptr, len + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
-  // Trim to a 2 MiB-aligned start: the unaligned head and the rest of the tail
-  // go back at once.
-  auto* base = static_cast<uint8_t*>(p);
-  const uint64_t head = (kHugePage - reinterpret_cast<uintptr_t>(base) % kHugePage) % kHugePage;
-  if (head > 0) ::munmap(base, head);
-  ::munmap(base + head + len, kHugePage - head);  // never empty: head < kHugePage
-  uint8_t* buf = base + head;
-  (void)::madvise(buf, len, MADV_HUGEPAGE);  // advisory (see above)
-  return buf;
+// Faults in [p, p + bytes) of a mapping: MADV_POPULATE_READ (Linux 5.14), else one read per
+// 4 KiB page.
+void Populate(const uint8_t* p, uint64_t bytes) {
+  constexpr int kMadvPopulateRead = 22;  // MADV_POPULATE_READ, absent from older headers
+  if (::madvise(const_cast<uint8_t*>(p), bytes, kMadvPopulateRead) == 0) return;
+  constexpr uint64_t kSmallPage = 4096;
+  volatile uint8_t sink = 0;
+  for (uint64_t i = 0; i < bytes; i += kSmallPage) sink = sink + p[i];
 }
 
-void FreeHuge(const uint8_t* p, uint64_t size) {
-  ::munmap(const_cast<uint8_t*>(p), HugeRoundUp(size));
+// kMapHuge's check of one 2 MiB window in the middle of the file (MappedFile::HugePages).
+MappedFile::HugePages ProbeHugePages(int fd, const uint8_t* base, uint64_t size, bool* recached) {
+  constexpr uint64_t kPage = 4096;
+  const uint64_t w_off = size / 2 / kHugePageBytes * kHugePageBytes;  // + 2 MiB ≤ size
+  const uint8_t* w = base + w_off;
+  unsigned char resident[kHugePageBytes / kPage];
+  uint64_t n_resident = 0;
+  if (::mincore(const_cast<uint8_t*>(w), kHugePageBytes, resident) == 0) {
+    for (unsigned char r : resident) n_resident += r & 1;
+  }
+  Populate(w, kHugePageBytes);
+  if (HugeMappedBytes(base) > 0) return MappedFile::HugePages::kYes;
+  // Read cold through a MADV_HUGEPAGE mapping and still small: the file system cannot.
+  if (n_resident == 0) return MappedFile::HugePages::kNo;
+  // The cache held the window in 4 KiB pages: drop it and read it again. Dirty pages (a file
+  // written moments ago) cannot be dropped: write them back first, as the kernel would soon.
+  (void)::sync_file_range(
+      fd, static_cast<off_t>(w_off), kHugePageBytes,
+      SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+  (void)::madvise(const_cast<uint8_t*>(w), kHugePageBytes, MADV_DONTNEED);
+  (void)::posix_fadvise(fd, static_cast<off_t>(w_off), kHugePageBytes, POSIX_FADV_DONTNEED);
+  Populate(w, kHugePageBytes);
+  if (HugeMappedBytes(base) <= 0) return MappedFile::HugePages::kNo;
+  // It works: drop the rest, so decode's faults read the file back in 2 MiB pages.
+  (void)::madvise(const_cast<uint8_t*>(base), size, MADV_DONTNEED);
+  (void)::fdatasync(fd);
+  (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  *recached = true;
+  return MappedFile::HugePages::kYes;
 }
 
 // Reads all `size` bytes at offset 0 of `fd` into `dst`, retrying short reads
@@ -93,17 +110,30 @@ absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path, Mode mode) 
   file.path_ = path;
   file.mode_ = mode;
   const uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (size > 0 && mode == Mode::kMap) {
-    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  const bool huge =
+      mode == Mode::kMapHuge && size >= 2 * kHugePageBytes && TransparentHugePagesAvailable();
+  if (size > 0 && mode != Mode::kRead) {
+    // kMapHuge: over a 2 MiB-aligned reservation, so file offsets and addresses agree modulo
+    // 2 MiB (a 2 MiB page-table entry maps only such a range).
+    uint8_t* reserved = huge ? ReserveHugeAligned(size) : nullptr;
+    void* p = reserved != nullptr
+                  ? ::mmap(reserved, size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0)
+                  : ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
       const int err = errno;
+      FreeHugePages(reserved, size);
       ::close(fd);
       return absl::InternalError(absl::StrCat("mmap of '", path, "' failed: ", std::strerror(err)));
     }
     file.data_ = static_cast<const uint8_t*>(p);
     file.size_ = size;
+    file.map_bytes_ = reserved != nullptr ? HugePageRoundUp(size) : size;
+    if (reserved != nullptr) {
+      (void)::madvise(p, size, MADV_HUGEPAGE);  // advisory
+      file.huge_ = ProbeHugePages(fd, file.data_, size, &file.recached_);
+    }
   } else if (size > 0) {
-    uint8_t* buf = AllocHuge(size);
+    uint8_t* buf = AllocHugePages(size);
     if (buf == nullptr) {
       ::close(fd);
       return absl::ResourceExhaustedError(
@@ -150,7 +180,10 @@ MappedFile::MappedFile(MappedFile&& other) noexcept
       size_(std::exchange(other.size_, 0)),
       path_(std::move(other.path_)),
       mode_(other.mode_),
-      locked_(std::exchange(other.locked_, false)) {}
+      map_bytes_(std::exchange(other.map_bytes_, 0)),
+      locked_(std::exchange(other.locked_, false)),
+      huge_(other.huge_),
+      recached_(other.recached_) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   if (this != &other) {
@@ -159,7 +192,10 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
     size_ = std::exchange(other.size_, 0);
     path_ = std::move(other.path_);
     mode_ = other.mode_;
+    map_bytes_ = std::exchange(other.map_bytes_, 0);
     locked_ = std::exchange(other.locked_, false);
+    huge_ = other.huge_;
+    recached_ = other.recached_;
   }
   return *this;
 }
@@ -169,14 +205,15 @@ MappedFile::~MappedFile() { Reset(); }
 void MappedFile::Reset() {
   if (data_ != nullptr) {
     // munmap drops the lock itself.
-    if (mode_ == Mode::kMap) {
-      ::munmap(const_cast<uint8_t*>(data_), size_);
+    if (mode_ == Mode::kRead) {
+      FreeHugePages(data_, size_);
     } else {
-      FreeHuge(data_, size_);
+      ::munmap(const_cast<uint8_t*>(data_), map_bytes_);
     }
   }
   data_ = nullptr;
   size_ = 0;
+  map_bytes_ = 0;
   locked_ = false;
 }
 

@@ -1,8 +1,8 @@
-// A read-only view of a whole file: memory-mapped (the default) or read into
-// an owned buffer (Mode::kRead, for file systems where mapping is slow or
-// unavailable, to keep the page cache out of the picture, or for the huge
-// pages the buffer asks for: decode streams the weights faster through them). Both modes give
-// the same interface. Move-only; unmaps or frees on destruction.
+// A read-only view of a whole file: memory-mapped (the default), mapped in 2 MiB pages where
+// the kernel can (Mode::kMapHuge, what models and sidecars use), or read into an owned buffer
+// (Mode::kRead, for file systems where mapping is slow or unavailable, to keep the page cache
+// out of the picture, or for anonymous huge pages on kernels that cannot map files in them).
+// Every mode gives the same interface. Move-only; unmaps or frees on destruction.
 //
 //   KX_ASSIGN_OR_RETURN(kx::MappedFile f, kx::MappedFile::Open(path, kx::MappedFile::Mode::kRead));
 //   if (absl::Status st = f.Lock(); !st.ok()) kx::Log()->warn("{}", st.message());
@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 
+#include "base/huge_pages.h"
 #include "base/status.h"
 
 namespace kx {
@@ -19,15 +20,28 @@ namespace kx {
 class MappedFile {
  public:
   enum class Mode {
-    kMap,   // mmap read-only, pages loaded on demand
-    kRead,  // read() into anonymous memory in 2 MiB (transparent huge) pages
+    kMap,      // mmap read-only, pages loaded on demand
+    kMapHuge,  // kMap, in 2 MiB pages where the kernel and the file system can (below)
+    kRead,     // read() into anonymous memory in 2 MiB (transparent huge) pages
   };
+  // What kMapHuge found (base/huge_pages.h says why it matters). It maps the file at a 2 MiB-
+  // aligned address with MADV_HUGEPAGE and reads one 2 MiB window in the middle:
+  //   - mapped by one 2 MiB entry: kYes;
+  //   - in 4 KiB pages although it was not cached before: the file system cannot (kNo);
+  //   - in 4 KiB pages because the page cache already held it so (a file written moments ago,
+  //     a fresh download): the window is dropped from the cache and read again; if that gives
+  //     a 2 MiB page, the whole file's cached pages are dropped (posix_fadvise DONTNEED: pages
+  //     other processes map, and dirty ones, stay) so that decode's faults read it back in
+  //     2 MiB pages — a one-time re-read from storage, after which the cache keeps the file
+  //     that way (kYes, recached()); else kNo.
+  // Smaller than two huge pages, or with THP off: kNotTried.
+  enum class HugePages { kNotTried, kYes, kNo };
   // Alignment kRead's buffer guarantees at least (a cache line, and enough for
   // any SIMD load of the weights; it is in fact 2 MiB, mmap gives a page).
   static constexpr uint64_t kReadAlignment = 64;
-  // kRead's buffer starts at a multiple of this and spans whole ones, zeros
-  // past the file's end (the size of an x86 transparent huge page).
-  static constexpr uint64_t kHugePageBytes = uint64_t{2} << 20;
+  // kRead's buffer (and kMapHuge's mapping) starts at a multiple of this; kRead's spans whole
+  // ones, zeros past the file's end (the size of an x86 transparent huge page).
+  static constexpr uint64_t kHugePageBytes = kx::kHugePageBytes;
 
   // Opens `path` in `mode`. An empty file gives size 0 with a null data().
   static absl::StatusOr<MappedFile> Open(const std::string& path, Mode mode = Mode::kMap);
@@ -50,6 +64,9 @@ class MappedFile {
   const std::string& path() const { return path_; }
   Mode mode() const { return mode_; }
   bool locked() const { return locked_; }
+  HugePages huge_pages() const { return huge_; }
+  // kMapHuge dropped the file's 4 KiB cached pages at Open (see HugePages).
+  bool recached() const { return recached_; }
 
  private:
   void Reset();
@@ -58,7 +75,10 @@ class MappedFile {
   uint64_t size_ = 0;
   std::string path_;
   Mode mode_ = Mode::kMap;
+  uint64_t map_bytes_ = 0;  // what Reset unmaps (kMapHuge: the whole 2 MiB-aligned reservation)
   bool locked_ = false;
+  HugePages huge_ = HugePages::kNotTried;
+  bool recached_ = false;
 };
 
 }  // namespace kx

@@ -450,6 +450,19 @@ absl::Status Engine::Eval(std::span<const int32_t> tokens, bool all_logits) {
 
   ThreadPool::HotScope hot(*m.pool);
   const int n_past_before = m.n_past;
+  // Every return but the last undoes the evaluation: the KV cache back to n_past_before (the
+  // entries written since are past n_past and get overwritten; where a ring no longer holds
+  // what n_past_before needs, RewindKv clears it) and no logits.
+  struct Undo {
+    Engine::Impl& m;
+    int n_past;
+    bool armed = true;
+    ~Undo() {
+      if (!armed) return;
+      m.RewindKv(n_past);
+      m.n_logit_rows = 0;
+    }
+  } undo{m, n_past_before};
   m.aborted = false;
   m.eval_total = n;
   for (int start = 0; start < n; start += m.n_batch) {
@@ -478,18 +491,12 @@ absl::Status Engine::Eval(std::span<const int32_t> tokens, bool all_logits) {
         m.ForwardBatch(tokens.data() + start + i, 1, want ? 0 : 1, row);
         m.n_past += 1;
         if (want && !m.aborted && FirstBadLogitRow(m, row, 1, m.xn.data()) >= 0) {
-          m.RewindKv(n_past_before);
-          m.n_logit_rows = 0;
           return NonFiniteLogitsError(n_past_before + start + i);
         }
       }
       if (m.aborted) break;
-      if (absl::Status st = DeviceStatus(m); !st.ok()) {
-        m.RewindKv(n_past_before);
-        return st;
-      }
+      if (absl::Status st = DeviceStatus(m); !st.ok()) return st;
       if (absl::Status st = m.sparse->status(); !st.ok()) {
-        m.RewindKv(n_past_before);
         return absl::DataLossError(
             absl::StrCat("reading FFN bundles: ", std::string(st.message())));
       }
@@ -501,38 +508,27 @@ absl::Status Engine::Eval(std::span<const int32_t> tokens, bool all_logits) {
     if (m.Aborting(0)) break;
     m.ForwardBatch(tokens.data() + start, count, first_logit, dst);
     if (m.aborted) break;  // between two layers: the batch is dropped below
-    if (absl::Status st = DeviceStatus(m); !st.ok()) {  // before the logits: they may show it
-      m.RewindKv(n_past_before);
-      m.n_logit_rows = 0;
-      return st;
-    }
+    // Before the logits: they may show it.
+    if (absl::Status st = DeviceStatus(m); !st.ok()) return st;
     if (dst != nullptr) {
       const size_t d = static_cast<size_t>(m.hp.n_embd);
       const int bad = FirstBadLogitRow(m, dst, count - first_logit, m.xn.data() + first_logit * d);
       if (bad >= 0) {
-        m.RewindKv(n_past_before);
-        m.n_logit_rows = 0;
         return NonFiniteLogitsError(n_past_before + start + first_logit + bad);
       }
     }
     m.n_past += count;
   }
-  if (m.aborted) {  // the KV entries written since are past n_past: overwritten later
-    // (or, where a ring no longer holds what n_past_before needs, the cache is cleared)
-    m.RewindKv(n_past_before);
-    m.n_logit_rows = 0;
+  if (m.aborted) {
     return absl::CancelledError(absl::StrCat("evaluation stopped by its abort check after ",
                                              m.eval_done, " of ", n, " tokens"));
   }
   if (m.sparse != nullptr) {
     // Bytes read in place (mapped) or by the tier come from a file verified
     // at open; a write to it since means this evaluation may have used others.
-    if (absl::Status st = m.sparse->sidecar().CheckUnchanged(); !st.ok()) {
-      m.RewindKv(n_past_before);
-      m.n_logit_rows = 0;
-      return st;
-    }
+    if (absl::Status st = m.sparse->sidecar().CheckUnchanged(); !st.ok()) return st;
   }
+  undo.armed = false;
   m.profiled_tokens += n;
   return absl::OkStatus();
 }

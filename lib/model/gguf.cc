@@ -379,8 +379,8 @@ absl::StatusOr<GgufFile> GgufFile::Parse(GgufFile file) {
   return file;
 }
 
-absl::StatusOr<GgufFile> GgufFile::Open(const std::string& path) {
-  KX_ASSIGN_OR_RETURN(MappedFile mapping, MappedFile::Open(path));
+absl::StatusOr<GgufFile> GgufFile::Open(const std::string& path, MappedFile::Mode mode) {
+  KX_ASSIGN_OR_RETURN(MappedFile mapping, MappedFile::Open(path, mode));
   GgufFile file;
   file.data_ = mapping.data();
   file.size_ = mapping.size();

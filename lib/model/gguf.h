@@ -132,9 +132,12 @@ class GgufArray {
 
 class GgufFile {
  public:
-  // Maps `path` and validates all of it. Errors name the problem, and the key
-  // or tensor concerned.
-  static absl::StatusOr<GgufFile> Open(const std::string& path);
+  // Maps `path` (in `mode`: kMapHuge for files decode streams, e.g. sidecars) and validates
+  // all of it. Errors name the problem, and the key or tensor concerned.
+  static absl::StatusOr<GgufFile> Open(const std::string& path,
+                                       MappedFile::Mode mode = MappedFile::Mode::kMap);
+  // How the file is held (kNotTried for FromBuffer).
+  const MappedFile& mapping() const { return mapping_; }
   // The same validation over caller-owned bytes, which must outlive the
   // result (no copy is made).
   static absl::StatusOr<GgufFile> FromBuffer(const uint8_t* data, uint64_t size);
@@ -190,8 +193,8 @@ class GgufFile {
   struct KvEntry {
     std::string_view key;  // points into the file bytes
     GgufType type;
-    uint64_t value;  // file offset of the value (scalars, strings)
-    uint64_t array;  // index into arrays_ for arrays
+    uint64_t value;          // file offset of the value (scalars, strings)
+    uint64_t array;          // index into arrays_ for arrays
     uint64_t value_end = 0;  // file offset one past the value's last byte
   };
   class Parser;

@@ -16,12 +16,34 @@ void ForEachMatrix(const LlamaWeights& w, Fn&& fn) {
 
 }  // namespace
 
+void LogHugePages(const MappedFile& f) {
+  switch (f.huge_pages()) {
+    case MappedFile::HugePages::kYes:
+      Log().info("{}: mapped in 2 MiB pages{}", f.path(),
+                 f.recached() ? " (its 4 KiB pages were dropped from the page cache: the first "
+                                "tokens read it again from storage)"
+                              : "");
+      break;
+    case MappedFile::HugePages::kNo:
+      Log().info(
+          "{}: the page cache holds it in 4 KiB pages (the file system or kernel has no "
+          "2 MiB folios for it); --no-mmap reads it into 2 MiB pages, decode is faster",
+          f.path());
+      break;
+    case MappedFile::HugePages::kNotTried:
+      break;
+  }
+}
+
 absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& path,
                                                          const ModelOptions& options) {
   std::shared_ptr<Model> m(new Model());
   m->path_ = path;
-  const MappedFile::Mode mode = options.use_mmap ? MappedFile::Mode::kMap : MappedFile::Mode::kRead;
+  const MappedFile::Mode mode = !options.use_mmap    ? MappedFile::Mode::kRead
+                                : options.huge_pages ? MappedFile::Mode::kMapHuge
+                                                     : MappedFile::Mode::kMap;
   KX_ASSIGN_OR_RETURN(m->bytes_, MappedFile::Open(path, mode));
+  LogHugePages(m->bytes_);
   if (options.mlock) {
     // Not fatal: an unlocked model works, it may just page out under pressure.
     if (absl::Status locked = m->bytes_.Lock(); !locked.ok()) {
@@ -39,8 +61,8 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& path
   KX_ASSIGN_OR_RETURN(m->tokenizer_, Tokenizer::FromGguf(*m->file_));
   if (m->tokenizer_->n_vocab() != m->hp_.n_vocab) {
     return absl::InvalidArgumentError(absl::StrCat("tokenizer has ", m->tokenizer_->n_vocab(),
-                                                   " tokens but the embedding has ",
-                                                   m->hp_.n_vocab, " rows"));
+                                                   " tokens but the embedding has ", m->hp_.n_vocab,
+                                                   " rows"));
   }
   return std::shared_ptr<const Model>(std::move(m));
 }

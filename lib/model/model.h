@@ -25,10 +25,17 @@ struct ModelOptions {
   // huge) pages, through which decode streams the weights faster
   // (base/mapped_file.h).
   bool use_mmap = true;
+  // With use_mmap: map it in 2 MiB pages where the kernel can (MappedFile::Mode::kMapHuge; a
+  // freshly written file is dropped from the page cache once and read again for that).
+  // KAIROX_HUGE_PAGES=0 turns it off everywhere.
+  bool huge_pages = true;
   // Pin the weights in RAM (mlock). A failure, typically RLIMIT_MEMLOCK being
   // smaller than the file, is logged as a warning and loading goes on.
   bool mlock = false;
 };
+
+// One info log line on how `f` ended up in memory (its MappedFile::HugePages), if it was asked.
+void LogHugePages(const MappedFile& f);
 
 class Model {
  public:
@@ -43,7 +50,8 @@ class Model {
   const LlamaHParams& hparams() const { return hp_; }
   const LlamaWeights& weights() const { return weights_; }
   // How the file is held, and whether mlock succeeded (options.mlock).
-  bool mapped() const { return bytes_.mode() == MappedFile::Mode::kMap; }
+  bool mapped() const { return bytes_.mode() != MappedFile::Mode::kRead; }
+  MappedFile::HugePages huge_pages() const { return bytes_.huge_pages(); }
   bool locked() const { return bytes_.locked(); }
 
   // Bytes of weights one decode step reads (every matrix once, one embedding row).

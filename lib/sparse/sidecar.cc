@@ -205,11 +205,13 @@ absl::Status WriteSidecar(const SidecarData& d, const std::string& path) {
 absl::StatusOr<std::unique_ptr<const Sidecar>> Sidecar::Open(const std::string& path,
                                                              const Model& model,
                                                              const SidecarOptions& options) {
-  auto opened = GgufFile::Open(path);
+  // Decode streams the bundles through this mapping: 2 MiB pages where the kernel can.
+  auto opened = GgufFile::Open(path, MappedFile::Mode::kMapHuge);
   if (!opened.ok()) {
     return absl::Status(opened.status().code(),
                         absl::StrCat("sidecar ", path, ": ", opened.status().message()));
   }
+  LogHugePages(opened->mapping());
   std::unique_ptr<Sidecar> s(new Sidecar());
   s->path_ = path;
   s->file_ = std::make_unique<GgufFile>(std::move(*opened));
