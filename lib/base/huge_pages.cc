@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <utility>
 
 namespace kx {
 namespace {
@@ -37,6 +38,39 @@ uint8_t* AllocHugePages(uint64_t bytes) {
 
 void FreeHugePages(const uint8_t* p, uint64_t bytes) {
   if (p != nullptr) ::munmap(const_cast<uint8_t*>(p), HugePageRoundUp(bytes));
+}
+
+HugeBuffer::HugeBuffer(uint64_t size) {
+  if (size == 0) return;
+  data_ =
+      size >= kMinHugeBytes ? AllocHugePages(size) : static_cast<uint8_t*>(std::calloc(size, 1));
+  size_ = data_ != nullptr ? size : 0;
+}
+
+HugeBuffer::HugeBuffer(HugeBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+HugeBuffer& HugeBuffer::operator=(HugeBuffer&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+HugeBuffer::~HugeBuffer() { Reset(); }
+
+void HugeBuffer::Reset() {
+  if (data_ != nullptr) {
+    if (huge()) {
+      FreeHugePages(data_, size_);
+    } else {
+      std::free(data_);
+    }
+  }
+  data_ = nullptr;
+  size_ = 0;
 }
 
 uint8_t* ReserveHugeAligned(uint64_t bytes) { return MapAligned(bytes, PROT_NONE); }

@@ -43,6 +43,37 @@ uint8_t* ReserveHugeAligned(uint64_t bytes);
 // are not turned off for kairox (KAIROX_HUGE_PAGES=0 in the environment).
 bool TransparentHugePagesAvailable();
 
+// Owned zero-filled memory of `size()` bytes that decode streams (the KV cache): in 2 MiB pages
+// (AllocHugePages) from kMinHugeBytes on, where the page walks matter and rounding up to whole
+// 2 MiB pages costs little; smaller ones are plain heap memory. Move-only.
+class HugeBuffer {
+ public:
+  static constexpr uint64_t kMinHugeBytes = uint64_t{8} << 20;
+  // The bytes `size` bytes take in memory once touched (what a budget must reserve).
+  static uint64_t FootprintBytes(uint64_t size) {
+    return size >= kMinHugeBytes ? HugePageRoundUp(size) : size;
+  }
+
+  HugeBuffer() = default;
+  // Null data() (and size 0) when the allocation fails.
+  explicit HugeBuffer(uint64_t size);
+  HugeBuffer(HugeBuffer&& other) noexcept;
+  HugeBuffer& operator=(HugeBuffer&& other) noexcept;
+  HugeBuffer(const HugeBuffer&) = delete;
+  HugeBuffer& operator=(const HugeBuffer&) = delete;
+  ~HugeBuffer();
+
+  uint8_t* data() { return data_; }
+  const uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  bool huge() const { return size_ >= kMinHugeBytes; }
+
+ private:
+  void Reset();
+  uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
 // Bytes of the mapping that contains `addr` currently mapped by 2 MiB page-table entries
 // (/proc/self/smaps: FilePmdMapped for a file, AnonHugePages for anonymous memory); -1 when
 // it cannot be read. Parses a /proc file: for load time and benchmarks, not hot paths.

@@ -299,13 +299,18 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
     impl->kv_layer_off[l] = kv_bytes;
     kv_bytes += static_cast<size_t>(slots) * impl->kv_row_bytes;
   }
-  if (absl::Status st = impl->ram->Reserve("KV cache", 2 * kv_bytes); !st.ok()) {
+  if (absl::Status st = impl->ram->Reserve("KV cache", 2 * HugeBuffer::FootprintBytes(kv_bytes));
+      !st.ok()) {
     return absl::ResourceExhaustedError(
         absl::StrCat(std::string(st.message()), "; the KV cache for n_ctx ", impl->n_ctx,
                      " alone needs that: a smaller context (-c) or --kv-type q8_0 shrinks it"));
   }
-  impl->k_cache.assign(kv_bytes, 0);
-  impl->v_cache.assign(kv_bytes, 0);
+  impl->k_cache = HugeBuffer(kv_bytes);
+  impl->v_cache = HugeBuffer(kv_bytes);
+  if (impl->k_cache.size() != kv_bytes || impl->v_cache.size() != kv_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate the KV cache (2 × ", kv_bytes, " bytes)"));
+  }
 
   const size_t B = impl->n_batch;
   const size_t d = hp.n_embd, ff = hp.n_ff, kvd = impl->kv_dim, qd = hp.q_dim();

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/huge_pages.h"
 #include "base/memory_budget.h"
 #include "base/thread_pool.h"
 #include "engine/device_ffn.h"
@@ -79,9 +80,9 @@ struct Engine::Impl {
   size_t kv_head_bytes = 0;
   std::vector<int> kv_slots;         // per layer: positions its cache holds (n_ctx or the ring)
   std::vector<size_t> kv_layer_off;  // per layer: byte offset of its cache in k_cache/v_cache
-  int kv_end = 0;  // one past the highest position written since the cache was last cleared
-  std::vector<uint8_t> k_cache;
-  std::vector<uint8_t> v_cache;
+  int kv_end = 0;      // one past the highest position written since the cache was last cleared
+  HugeBuffer k_cache;  // 2 MiB pages from 8 MiB on: attention streams it (base/huge_pages.h)
+  HugeBuffer v_cache;
 
   // Scratch for one batch of up to n_batch tokens (row b at b·width).
   std::vector<float> x, xn, q, k, v, attn, ffo, gate, up;  // q, attn: q_dim wide
