@@ -202,3 +202,31 @@ TEST_CASE("MappedFile kMapHuge maps the file's bytes, in 2 MiB pages where it sa
   CHECK(small_map->huge_pages() == kx::MappedFile::HugePages::kNotTried);
   CHECK(std::equal(small.begin(), small.end(), small_map->data()));
 }
+
+TEST_CASE("HugeBuffer: zero-filled, 2 MiB-aligned from kMinHugeBytes on, movable", "[huge]") {
+  using kx::HugeBuffer;
+  for (uint64_t size : {uint64_t{1}, uint64_t{4096} + 3, HugeBuffer::kMinHugeBytes - 1,
+                        HugeBuffer::kMinHugeBytes, HugeBuffer::kMinHugeBytes + 12345}) {
+    INFO("size " << size);
+    HugeBuffer b(size);
+    REQUIRE(b.data() != nullptr);
+    REQUIRE(b.size() == size);
+    CHECK(b.huge() == (size >= HugeBuffer::kMinHugeBytes));
+    CHECK(HugeBuffer::FootprintBytes(size) == (b.huge() ? kx::HugePageRoundUp(size) : size));
+    CHECK(HugeBuffer::FootprintBytes(size) >= size);
+    if (b.huge()) CHECK(reinterpret_cast<uintptr_t>(b.data()) % kx::kHugePageBytes == 0);
+    CHECK(std::all_of(b.data(), b.data() + size, [](uint8_t v) { return v == 0; }));
+    b.data()[size - 1] = 0xA5;
+    HugeBuffer moved = std::move(b);
+    CHECK(b.data() == nullptr);  // NOLINT(bugprone-use-after-move): moved-from is empty
+    CHECK(b.size() == 0);
+    CHECK(moved.data()[size - 1] == 0xA5);
+    HugeBuffer assigned;
+    assigned = std::move(moved);
+    CHECK(assigned.size() == size);
+    CHECK(assigned.data()[size - 1] == 0xA5);
+  }
+  HugeBuffer empty(0);
+  CHECK(empty.data() == nullptr);
+  CHECK(empty.size() == 0);
+}
