@@ -80,11 +80,11 @@ struct EngineOptions {
   // KAIROX_EXEC=pool|graph overrides.
   enum class Executor { kPool, kGraph };
   Executor executor = Executor::kGraph;
-  // With the split FFN (vram_ffn), decode runs on the graph only when this is set (or
-  // KAIROX_EXEC=graph): device externals signalled by the device's events
-  // (engine/decode_graph.h; docs/dag.md for the measurement behind the default). The device
-  // layers (n_gpu_layers) always run on the pool path.
-  bool graph_with_device = false;
+  // With the split FFN (vram_ffn), whether decode runs on the graph too (with executor
+  // kGraph): device externals signalled by the device's events (engine/decode_graph.h;
+  // docs/dag.md has the measurement behind the default); false: the pool path. KAIROX_EXEC
+  // overrides. The device layers (n_gpu_layers) always run on the pool path.
+  bool graph_with_device = true;
   // Tests' negative control: the decode graph signals its device externals without waiting
   // for the device's events (DecodeGraphStats::early_signals then counts the steps).
   bool debug_graph_signal_early = false;

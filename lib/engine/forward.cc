@@ -81,7 +81,7 @@ void LinearGroup(Engine::Impl& m, const float* src, int64_t src_ld, int n_tokens
 
 // Whether one token (decode) runs on the task graph: EngineOptions::executor,
 // overridden by KAIROX_EXEC=pool|graph (read once per process). With the split FFN
-// (device_ffn) only when asked for: EngineOptions::graph_with_device or KAIROX_EXEC=graph.
+// (device_ffn) also EngineOptions::graph_with_device (KAIROX_EXEC=graph overrides it).
 bool UseGraph(const EngineOptions& options, bool device_ffn) {
   static const int env = [] {
     const char* v = std::getenv("KAIROX_EXEC");
@@ -91,10 +91,9 @@ bool UseGraph(const EngineOptions& options, bool device_ffn) {
     Log().warn("KAIROX_EXEC={} is neither pool nor graph: ignored", v);
     return -1;
   }();
-  constexpr int kGraph = static_cast<int>(EngineOptions::Executor::kGraph);
-  if (device_ffn) return env == kGraph || (env < 0 && options.graph_with_device);
   const auto e = env >= 0 ? static_cast<EngineOptions::Executor>(env) : options.executor;
-  return e == EngineOptions::Executor::kGraph;
+  if (e != EngineOptions::Executor::kGraph) return false;
+  return !device_ffn || env >= 0 || options.graph_with_device;
 }
 
 }  // namespace

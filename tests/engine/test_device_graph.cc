@@ -205,7 +205,7 @@ TEST_CASE("graph decode with the split FFN equals the pool path", "[device_graph
       const auto a = Run(*pool);
       const auto b = Run(*graph);
       REQUIRE(kx::test::AllFinite(b));
-      CHECK(pool->DecodeGraphParts() == 0);  // with a device, pool unless asked
+      CHECK(pool->DecodeGraphParts() == 0);
       CHECK(graph->DecodeGraphParts() > 0);
       const bool split = std::string(c.share) != "0";
       REQUIRE((graph->device_ffn() != nullptr) == split);
