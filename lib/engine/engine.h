@@ -201,7 +201,7 @@ class Engine {
   // kGraph; engine/decode_graph.h), 0 until a token used it.
   int64_t DecodeGraphParts() const;
   // The decode graph's stalls with the split FFN (null while no decode graph with device
-  // externals ran since the engine was made).
+  // externals ran since the engine was made). Valid until the next Eval.
   const DecodeGraphStats* decode_graph_stats() const;
   // The decode graph's plan (tests inspect its dependencies), or null before a token used it.
   const graph::TaskGraph* decode_task_graph() const;
