@@ -433,6 +433,7 @@ class Bench {
                                                 : 0.0;
       }
       StallBreakdown(*sp, n_gen, r);
+      GraphStalls(n_gen, r);
     }
     r.kv_bytes_per_token = Summarize(kv_bytes).mean;
     r.bw_dram_gbps = Summarize(dram).median;
@@ -465,6 +466,21 @@ class Bench {
         wall_ns * 1e-6 / tokens -
         (r.stall_cpu_ms_per_token + r.stall_gpu_ms_per_token + r.stall_h2d_critical_ms_per_token +
          r.stall_h2d_background_ms_per_token + r.stall_disk_ms_per_token);
+  }
+
+  // The decode graph's per-tag stalls with the split FFN, per timed token (report.h).
+  void GraphStalls(int n_gen, TestResult& r) {
+    const DecodeGraphStats* gs = engine_.decode_graph_stats();
+    if (gs == nullptr || gs->runs == 0) return;
+    const double tokens = static_cast<double>(n_gen) * args_.repetitions;
+    const auto ms = [&](int64_t ns) { return static_cast<double>(ns) * 1e-6 / tokens; };
+    r.graph_stall = true;
+    r.graph_cpu_ms_per_token = ms(gs->wall_ns - gs->external_wait_ns);
+    r.graph_gpu_ms_per_token = ms(gs->wait_ns[DecodeGraphStats::kGpu]);
+    r.graph_h2d_critical_ms_per_token = ms(gs->wait_ns[DecodeGraphStats::kH2dCritical]);
+    r.graph_h2d_background_ms_per_token = ms(gs->wait_ns[DecodeGraphStats::kH2dBackground]);
+    r.graph_disk_ms_per_token = ms(gs->wait_ns[DecodeGraphStats::kDisk]);
+    r.graph_early_signals = gs->early_signals;
   }
 
   // tg with the default sampler choosing each next token from the logits.

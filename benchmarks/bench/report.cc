@@ -163,6 +163,17 @@ void PrintMarkdown(const RunInfo& run, const std::vector<TestResult>& results, s
                     r.stall_h2d_critical_ms_per_token, r.stall_h2d_background_ms_per_token,
                     r.stall_disk_ms_per_token, r.stall_other_ms_per_token);
     }
+    if (r.graph_stall) {
+      absl::FPrintF(out,
+                    "%s: decode graph per token (ms): cpu %.3f | waiting for gpu %.3f | h2d "
+                    "critical %.3f | h2d background %.3f | disk %.3f%s\n",
+                    r.name, r.graph_cpu_ms_per_token, r.graph_gpu_ms_per_token,
+                    r.graph_h2d_critical_ms_per_token, r.graph_h2d_background_ms_per_token,
+                    r.graph_disk_ms_per_token,
+                    r.graph_early_signals > 0
+                        ? absl::StrFormat(" (%d EARLY SIGNALS: a bug)", r.graph_early_signals)
+                        : "");
+    }
   }
   for (const TestResult& r : results) {
     if (r.profile.empty()) continue;
@@ -270,6 +281,14 @@ nlohmann::ordered_json TestObject(const RunInfo& run, const TestResult& r) {
       j["kx_stall_h2d_background_ms_per_token"] = r.stall_h2d_background_ms_per_token;
       j["kx_stall_disk_ms_per_token"] = r.stall_disk_ms_per_token;
       j["kx_stall_other_ms_per_token"] = r.stall_other_ms_per_token;
+    }
+    if (r.graph_stall) {
+      j["kx_graph_cpu_ms_per_token"] = r.graph_cpu_ms_per_token;
+      j["kx_graph_wait_gpu_ms_per_token"] = r.graph_gpu_ms_per_token;
+      j["kx_graph_wait_h2d_critical_ms_per_token"] = r.graph_h2d_critical_ms_per_token;
+      j["kx_graph_wait_h2d_background_ms_per_token"] = r.graph_h2d_background_ms_per_token;
+      j["kx_graph_wait_disk_ms_per_token"] = r.graph_disk_ms_per_token;
+      j["kx_graph_early_signals"] = r.graph_early_signals;
     }
   }
   if (r.n_prompt > 0) {

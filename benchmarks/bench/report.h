@@ -92,6 +92,16 @@ struct TestResult {
   double stall_h2d_background_ms_per_token = 0.0;  // ... for bundle loads (queueing, RAM slots)
   double stall_disk_ms_per_token = 0.0;            // the RAM tier waiting for reads
   double stall_other_ms_per_token = 0.0;
+  // tg on the decode graph with the split FFN (docs/dag.md): the graph's own stall accounting
+  // (DecodeGraphStats): the time every pool thread waited for a device external, by its tag,
+  // and cpu = the graph's wall time less those waits. Beside the stall tags above, not instead.
+  bool graph_stall = false;
+  double graph_cpu_ms_per_token = 0.0;
+  double graph_gpu_ms_per_token = 0.0;
+  double graph_h2d_critical_ms_per_token = 0.0;
+  double graph_h2d_background_ms_per_token = 0.0;
+  double graph_disk_ms_per_token = 0.0;
+  int64_t graph_early_signals = 0;  // must be 0: an external signalled before its event
 
   std::vector<OpTime> profile;
 

@@ -22,8 +22,17 @@ absl::StatusOr<std::unique_ptr<DecodeGraph>> DecodeGraph::Create(Engine::Impl& m
   return g;
 }
 
+namespace {
+// Whether the engine's decode FFN is split with the device (see the plan in the header).
+bool SplitFfn(const Engine::Impl& m, bool bundles) {
+  return bundles && m.device_ffn != nullptr && m.sparse->device_ffn() == m.device_ffn.get() &&
+         m.device != nullptr;
+}
+}  // namespace
+
 bool DecodeGraph::Current() const {
-  return bundles_ == (m_.sparse != nullptr && m_.sparse->UsesBundles(1));
+  const bool bundles = m_.sparse != nullptr && m_.sparse->UsesBundles(1);
+  return bundles_ == bundles && split_ == SplitFfn(m_, bundles);
 }
 
 absl::Status DecodeGraph::Build() {
@@ -31,15 +40,29 @@ absl::Status DecodeGraph::Build() {
   const LlamaHParams& hp = m.hp;
   const int d = hp.n_embd, ff = hp.n_ff, qd = hp.q_dim(), kvd = static_cast<int>(m.kv_dim);
   bundles_ = m.sparse != nullptr && m.sparse->UsesBundles(1);
+  split_ = SplitFfn(m, bundles_);
+  if (split_) {
+    watch_ = std::make_unique<DeviceWatch>(m.device->device());
+    watch_->set_debug_signal_early(m.options.debug_graph_signal_early);
+  }
   n_parts_ = m.pool->size();
   const int P = n_parts_;
 
   layers_.resize(hp.n_layer);  // never resized again: nodes hold Layer pointers
   int prev = g_.Add(EmbedNode, this, 1, "embed");
+  int join = -1;  // a second predecessor for the next node (the device's last external)
   auto chain = [&](graph::TaskFn fn, void* ctx, int parts, const std::string& name) {
     const int id = g_.Add(fn, ctx, parts, name.c_str());
     g_.Depend(prev, id);
+    if (join >= 0) g_.Depend(join, id);
+    join = -1;
     prev = id;
+  };
+  auto external = [&](int after, const char* what, int l, int tag) {
+    const int id = g_.AddExternal(Name(what, l).c_str());
+    g_.SetTag(id, tag);
+    g_.Depend(after, id);
+    return id;
   };
   for (int l = 0; l < hp.n_layer; ++l) {
     Layer& L = layers_[l];
@@ -63,6 +86,7 @@ absl::Status DecodeGraph::Build() {
     chain(WoInNode, &L, 1, Name("wo_in", l));
     chain(WoNode, &L, P, Name("wo", l));
     chain(FfnInNode, &L, 1, Name("ffn_in", l));
+    const int ffn_in = prev;
     if (bundles_) {
       // The next layer's predictor runs in ffn_in, before the FFN's parts.
       // As its own node beside them it was slower (SmolLM2, 2 threads: tg
@@ -72,6 +96,15 @@ absl::Status DecodeGraph::Build() {
       chain(SparsePhase0Node, &L, L.ffn_parts, Name("sffn", l));
       chain(SparseMidNode, &L, 1, Name("sffn_mid", l));
       chain(SparsePhase1Node, &L, L.ffn_parts, Name("sffn_down", l));
+      if (split_) {
+        // Nothing of the CPU's share waits for the device; the merge (the next node) waits
+        // for both. Ids are consecutive: WatchDevice relies on it.
+        chain(SparseDoneNode, &L, 1, Name("sffn_done", l));
+        L.dev_up = external(ffn_in, "dev_up", l, DecodeGraphStats::kH2dCritical);
+        const int gpu = external(L.dev_up, "dev_gpu", l, DecodeGraphStats::kGpu);
+        join = external(gpu, "dev_down", l, DecodeGraphStats::kH2dCritical);
+        KX_CHECK(gpu == L.dev_up + 1 && join == L.dev_up + 2);
+      }
     } else {
       chain(GateUpNode, &L, P, Name("gate_up", l));
       chain(ActNode, &L, 1, Name("act", l));
@@ -91,6 +124,18 @@ void DecodeGraph::Run(int32_t token, float* logits_dst) {
   g_.Reset();
   mark_ns_ = NowNs();
   stats_ = exec_.Run(g_);
+  if (watch_ != nullptr) {
+    // Every external was signalled (Run returned), but the watcher may still be inside its
+    // last Signal call: the next Reset must not overlap it.
+    watch_->Drain();
+    stall_.runs += 1;
+    stall_.wall_ns += stats_.wall_ns;
+    stall_.external_wait_ns += stats_.external_wait_ns;
+    const std::vector<int64_t>& by_tag = exec_.external_wait_by_tag();
+    for (size_t t = 0; t < by_tag.size() && t < DecodeGraphStats::kTags; ++t) {
+      stall_.wait_ns[t] += by_tag[t];
+    }
+  }
   if (logits_ != nullptr) {
     Mark(Op::kLmHead, 0);  // the head's parts, since the out node
     SoftcapStage(m_, logits_, 1);
@@ -110,6 +155,13 @@ void DecodeGraph::FfnEnd(int l) {
   Engine::Impl& m = m_;
   if (bundles_) {
     Mark(Op::kFfnSparse, 0);  // phase 1's parts
+    const Event *up, *gpu, *down;
+    if (split_ && m.device_ffn->StepEvents(&up, &gpu, &down)) {
+      // dev_down.l completed, so the download must have: if not, an external was signalled
+      // too early (End's own wait still keeps the result right).
+      absl::StatusOr<bool> done = m.device->device().EventQuery(*down);
+      if (done.ok() && !*done) ++stall_.early_signals;
+    }
     m.sparse->ffn().Finish();
     m.sparse->EndBundles(l);
     Mark(Op::kFfnSparse, 0);
@@ -189,13 +241,13 @@ void DecodeGraph::FfnInNode(void* ctx, int, int) {
   if (s.bundles_) {
     // Under a RAM tier this waits for layer l's bundle reads (BundleTier::Acquire).
     m.sparse->BeginBundles(L.l, m.xn.data(), m.ffo.data(), L.ffn_parts);
+    if (L.dev_up >= 0) s.WatchDevice(L);
     s.Mark(Op::kFfnSparse);
   } else {
     PrepareLinear(L.gate_up, m.xn.data(), m.hp.n_embd);
     s.Mark(Op::kFfnGateUp);
   }
 }
-
 
 void DecodeGraph::GateUpNode(void* ctx, int part, int n_parts) {
   RunLinearPart(static_cast<Layer*>(ctx)->gate_up, part, n_parts);
@@ -229,6 +281,20 @@ void DecodeGraph::SparsePhase1Node(void* ctx, int part, int n_parts) {
   static_cast<Layer*>(ctx)->self->m_.sparse->ffn().RunPart(1, part, n_parts);
 }
 
+void DecodeGraph::SparseDoneNode(void* ctx, int, int) {
+  DecodeGraph& s = *static_cast<Layer*>(ctx)->self;
+  s.m_.device_ffn->NoteCpuDone(NowNs());
+}
+
+void DecodeGraph::WatchDevice(const Layer& L) {
+  const Event *up, *gpu, *down;
+  if (m_.device_ffn->StepEvents(&up, &gpu, &down)) {
+    watch_->Watch({{up, &g_, L.dev_up}, {gpu, &g_, L.dev_up + 1}, {down, &g_, L.dev_up + 2}});
+  } else {
+    for (int i = 0; i < 3; ++i) g_.Signal(L.dev_up + i);
+  }
+}
+
 void DecodeGraph::OutNode(void* ctx, int, int) {
   auto* self = static_cast<DecodeGraph*>(ctx);
   self->FfnEnd(self->m_.hp.n_layer - 1);
@@ -244,6 +310,15 @@ void DecodeGraph::HeadNode(void* ctx, int part, int n_parts) {
   auto* self = static_cast<DecodeGraph*>(ctx);
   if (self->logits_ == nullptr) return;
   RunLinearPart(self->head_, part, n_parts);
+}
+
+const DecodeGraphStats* Engine::decode_graph_stats() const {
+  const DecodeGraph* g = impl_->decode_graph.get();
+  return g != nullptr && g->split() ? &g->stall_stats() : nullptr;
+}
+
+const graph::TaskGraph* Engine::decode_task_graph() const {
+  return impl_->decode_graph != nullptr ? &impl_->decode_graph->graph() : nullptr;
 }
 
 int64_t Engine::DecodeGraphParts() const {

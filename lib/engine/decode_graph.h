@@ -18,6 +18,14 @@
 //                  (under a tier, Acquire: this node blocks until layer l's reads landed)
 //   dense:   gate_up.l (P) → act.l (1: activation, down input) → down.l (P)
 //   bundles: sffn.l (P: SparseFfn phase 0) → sffn_mid.l (1) → sffn_down.l (P: phase 1)
+//   split FFN (a device FFN beside the bundles): ffn_in.l's BeginBundles starts the
+//   device's share; three externals dev_up.l → dev_gpu.l → dev_down.l (tags H2D critical,
+//   GPU, H2D critical) depend on ffn_in.l and are signalled by a DeviceWatch thread when the
+//   step's upload, kernel and download events complete; sffn_down.l → sffn_done.l (1: the
+//   CPU share's end time) and the next layer's attn_in (End: merge) waits for both
+//   sffn_done.l and dev_down.l. So the CPU's share of layer l runs beside the device's share
+//   and the background loads Prepare(l+1) queued in ffn_in.l, and a stall for the device is
+//   charged to the part it waited for (DecodeGraphStats).
 // then out (1: last FFN end, output norm, head input) → head (P: lm head rows);
 // the softcap runs on the caller after the graph. Every node depends on the
 // one before (a chain: each op reads what the previous one wrote) with one
@@ -43,6 +51,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/device_watch.h"
 #include "engine/engine_impl.h"
 #include "engine/forward_ops.h"
 #include "graph/cpu_executor.h"
@@ -68,6 +77,11 @@ class DecodeGraph {
   const graph::TaskGraph& graph() const { return g_; }
   // The last Run's executor counters (graph/cpu_executor.h).
   const graph::RunStats& last_stats() const { return stats_; }
+  // Stalls summed over runs, by tag (engine.h); meaningful with the split FFN.
+  const DecodeGraphStats& stall_stats() const { return stall_; }
+  void ResetStallStats() { stall_ = DecodeGraphStats{}; }
+  // Whether the plan has the split FFN's device externals.
+  bool split() const { return split_; }
 
  private:
   struct Layer {
@@ -76,6 +90,7 @@ class DecodeGraph {
     LinearPlan qkv, wo, gate_up, down;
     AttnPlan attn;
     int ffn_parts = 1;  // bundles: parts of the sparse FFN's nodes
+    int dev_up = -1;    // split FFN: the first of the externals dev_up, dev_gpu, dev_down
   };
 
   explicit DecodeGraph(Engine::Impl& m);
@@ -85,6 +100,9 @@ class DecodeGraph {
   void Mark(Op op, int calls = 1);
   // The end of layer l's FFN (one-part nodes after it): sparse finish, residual.
   void FfnEnd(int l);
+  // Split FFN, after Begin: hands the step's events to the watcher (or, with no device work
+  // in the step, signals the layer's externals at once).
+  void WatchDevice(const Layer& L);
 
   // Node functions (graph::TaskFn); ctx is a Layer* except for the whole-token nodes.
   static void EmbedNode(void* ctx, int part, int n_parts);
@@ -101,11 +119,15 @@ class DecodeGraph {
   static void SparsePhase0Node(void* ctx, int part, int n_parts);
   static void SparseMidNode(void* ctx, int part, int n_parts);
   static void SparsePhase1Node(void* ctx, int part, int n_parts);
+  static void SparseDoneNode(void* ctx, int part, int n_parts);
   static void OutNode(void* ctx, int part, int n_parts);
   static void HeadNode(void* ctx, int part, int n_parts);
 
   Engine::Impl& m_;
-  bool bundles_ = false;  // the FFN runs on the sparse runtime's bundles
+  bool bundles_ = false;                // the FFN runs on the sparse runtime's bundles
+  bool split_ = false;                  // ... split with the device (DeviceFfn): device externals
+  std::unique_ptr<DeviceWatch> watch_;  // split_: signals the externals
+  DecodeGraphStats stall_;
   int n_parts_ = 1;
   graph::TaskGraph g_;
   graph::CpuExecutor exec_;

@@ -480,7 +480,8 @@ absl::Status DeviceFfn::RunEnd(int layer, float* y) {
   KX_CHECK_MSG(active_layer_ == layer, "DeviceFfn::End for another layer than Begin");
   active_layer_ = -1;
   LayerState& L = layers_[layer];
-  const int64_t t0 = NowNs();
+  const int64_t t0 = cpu_done_ns_ > 0 ? cpu_done_ns_ : NowNs();
+  cpu_done_ns_ = 0;
   L.last.cpu_ns = t0 - begin_ns_;
   int64_t kept = 0;
   if (n_listed_ > 0) {

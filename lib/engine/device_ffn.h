@@ -195,6 +195,21 @@ class DeviceFfn {
   // step's stall tags and log line include the disk. Call between Begin's previous End and
   // the next End.
   void NoteDiskWait(int64_t ns) { pending_disk_ns_ = ns; }
+  // The decode graph (engine/decode_graph.h) waits for the step's device work through
+  // externals, not in End. Between Begin and End: the step's events in stream order — x etc.
+  // uploaded (critical), kernels done (compute), partial sum downloaded (critical) — or false
+  // when the device has nothing to do in this step (no event recorded for it).
+  bool StepEvents(const Event** uploaded, const Event** computed, const Event** returned) const {
+    if (active_layer_ < 0 || n_listed_ == 0) return false;
+    *uploaded = &uploaded_;
+    *computed = &computed_;
+    *returned = &returned_;
+    return true;
+  }
+  // The decode graph: the CPU's share of this step ended at `ns` (NowNs), before End. End
+  // then counts the device wait from there (the graph's stall for the device's externals and
+  // End's own), so the stall tags mean what they mean on the pool path.
+  void NoteCpuDone(int64_t ns) { cpu_done_ns_ = ns; }
 
   // Waits until every bundle load queued so far has landed; they become resident at their
   // layer's next Prepare or Begin. Tests: a residency timing that does not depend on how
@@ -302,6 +317,7 @@ class DeviceFfn {
   int64_t upload_samples_ = 0;
   double upload_hint_bytes_per_s_ = 0, upload_hint_latency_s_ = 0;
   int64_t pending_disk_ns_ = 0;
+  int64_t cpu_done_ns_ = 0;  // NoteCpuDone's, for the next End (0: End's own start)
   OpRef up_gate_op_, down_op_;
 
   std::vector<LayerState> layers_;

@@ -636,6 +636,7 @@ void Engine::ResetProfile() {
   impl_->op_calls.fill(0);
   impl_->profiled_tokens = 0;
   if (impl_->sparse != nullptr) impl_->sparse->ResetStats();
+  if (impl_->decode_graph != nullptr) impl_->decode_graph->ResetStallStats();
 }
 
 }  // namespace kx

@@ -20,6 +20,9 @@
 
 namespace kx {
 
+namespace graph {
+class TaskGraph;
+}  // namespace graph
 class Tokenizer;
 class GgufFile;
 class FfnHook;
@@ -77,6 +80,14 @@ struct EngineOptions {
   // KAIROX_EXEC=pool|graph overrides.
   enum class Executor { kPool, kGraph };
   Executor executor = Executor::kGraph;
+  // With the split FFN (vram_ffn), whether decode runs on the graph too (with executor
+  // kGraph): device externals signalled by the device's events (engine/decode_graph.h;
+  // docs/dag.md has the measurement behind the default); false: the pool path. KAIROX_EXEC
+  // overrides. The device layers (n_gpu_layers) always run on the pool path.
+  bool graph_with_device = true;
+  // Tests' negative control: the decode graph signals its device externals without waiting
+  // for the device's events (DecodeGraphStats::early_signals then counts the steps).
+  bool debug_graph_signal_early = false;
 
   // The device (lib/device; engine/device_layers.h). With "sim" or "cuda" the non-FFN part of
   // the first layers — norms, Q/K/V/O, RoPE, attention with that layer's KV cache — and the
@@ -112,6 +123,22 @@ struct OpProfile {
 // True for Eval's error when the model produced NaN or inf logits (the C
 // ABI reports it as KX_STATUS_INVALID_MODEL).
 bool IsNonFiniteLogits(const absl::Status& status);
+
+// The decode graph's stall accounting with the split FFN's device (engine/decode_graph.h),
+// summed over its runs since the last ResetProfile. The graph's device externals are tagged;
+// wait_ns[tag] is the wall time every pool thread waited with only a signal of that tag
+// able to make progress (graph/cpu_executor.h), external_wait_ns their sum plus any untagged
+// stall. cpu is the rest of the runs' wall time: compute (and dispatch) on the CPU.
+struct DecodeGraphStats {
+  enum Tag : int { kGpu = 0, kH2dCritical = 1, kH2dBackground = 2, kDisk = 3, kTags = 4 };
+  int64_t runs = 0;
+  int64_t wall_ns = 0;
+  int64_t external_wait_ns = 0;
+  int64_t wait_ns[kTags] = {0, 0, 0, 0};
+  // Layer steps whose download event was still pending when the graph ended the layer:
+  // an external signalled before its event completed (a bug; 0 unless a test forces it).
+  int64_t early_signals = 0;
+};
 
 class Engine {
  public:
@@ -173,6 +200,11 @@ class Engine {
   // Task parts one decode token runs on the task graph (EngineOptions::executor
   // kGraph; engine/decode_graph.h), 0 until a token used it.
   int64_t DecodeGraphParts() const;
+  // The decode graph's stalls with the split FFN (null while no decode graph with device
+  // externals ran since the engine was made). Valid until the next Eval.
+  const DecodeGraphStats* decode_graph_stats() const;
+  // The decode graph's plan (tests inspect its dependencies), or null before a token used it.
+  const graph::TaskGraph* decode_task_graph() const;
 
   const OpProfile& profile() const;
   void ResetProfile();

@@ -57,13 +57,29 @@ void CpuExecutor::Work(TaskGraph& g, int ith, int nth) {
   // Thread 0 watches for "every thread waiting" (see the header).
   const bool watcher = ith == 0;
   bool all_waiting = false;
-  int64_t all_waiting_start = 0;
+  int64_t all_waiting_start = 0;  // the stall's start, or its last split at a signal
+  int signals_read = 0;           // records of g's signal log already split stalls (thread 0)
 
-  auto end_all_waiting = [&](int64_t now) {
-    const int64_t ns = now - all_waiting_start;
+  auto charge = [&](int64_t until, int tag) {
+    const int64_t ns = until - all_waiting_start;
     external_wait_ns_ += ns;
-    const int tag = g.last_signalled_tag();
     if (tag != kNoTag) wait_by_tag_[tag] += ns;
+    all_waiting_start = until;
+  };
+  // Splits the stall at the signals logged inside it: the piece before each goes to its tag.
+  auto split_at_signals = [&] {
+    const int logged = g.signals_logged();
+    int64_t t;
+    int tag;
+    while (signals_read < logged && g.signal_record(signals_read, &t, &tag)) {
+      ++signals_read;
+      if (all_waiting && t > all_waiting_start) charge(t, tag);
+    }
+  };
+  auto end_all_waiting = [&](int64_t now) {
+    split_at_signals();
+    // The rest (noticing the last signal) goes to the signal that ended the stall.
+    charge(now, g.last_signalled_tag());
     all_waiting = false;
   };
   auto stop_waiting = [&] {
@@ -95,6 +111,7 @@ void CpuExecutor::Work(TaskGraph& g, int ith, int nth) {
       if (now_all != all_waiting) {
         const int64_t now = NowNs();
         if (now_all) {
+          split_at_signals();  // signals before the stall split nothing
           all_waiting = true;
           all_waiting_start = now;
         } else {

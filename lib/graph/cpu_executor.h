@@ -37,7 +37,11 @@
 //                    stalled on externals (I/O, device events).
 // external_wait_by_tag(): each such stall interval is also added to the tag
 // of the external signalled last when the interval ended (the signal that
-// ended the stall, up to a race between near-simultaneous signals).
+// ended the stall, up to a race between near-simultaneous signals). A signal
+// inside a stall that made nothing ready splits it: the piece before goes to
+// that signal's tag (TaskGraph logs each signal's time), so a chain upload →
+// kernels → download of externals charges a stall to the part that was
+// running, however late thread 0 noticed the signals.
 //
 // Thread-safety: one Run at a time per executor (and per pool).
 #pragma once

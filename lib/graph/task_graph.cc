@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "base/check.h"
+#include "base/timer.h"
 
 namespace kx::graph {
 
@@ -160,6 +161,9 @@ absl::Status TaskGraph::Finalize() {
                         std::numeric_limits<int32_t>::max()));
   }
   state_ = std::make_unique<NodeState[]>(static_cast<size_t>(n));
+  n_externals_ = static_cast<int>(
+      std::count_if(nodes_.begin(), nodes_.end(), [](const Node& node) { return node.external; }));
+  signal_log_ = std::make_unique<SignalRecord[]>(static_cast<size_t>(std::max(n_externals_, 1)));
   // Every part is queued exactly once per run, so the ring never fills.
   ready_.Init(std::max<int64_t>(total_parts_, 1));
   finalized_ = true;
@@ -180,6 +184,8 @@ void TaskGraph::Reset() {
     st.signalled.store(0, std::memory_order_relaxed);
   }
   last_signalled_tag_.store(kNoTag, std::memory_order_relaxed);
+  for (int i = 0; i < n_externals_; ++i) signal_log_[i].ns.store(0, std::memory_order_relaxed);
+  signal_log_n_.store(0, std::memory_order_relaxed);
   for (int root : roots_) {
     for (int p = 0; p < nodes_[root].n_parts; ++p) KX_CHECK(ready_.TryPush(Pack(root, p)));
   }
@@ -195,6 +201,10 @@ void TaskGraph::Signal(int id) {
   const int was = state_[id].signalled.exchange(1, std::memory_order_acq_rel);
   KX_CHECK_MSG(was == 0,
                "TaskGraph::Signal: external signalled twice in one run (or before Reset)");
+  // Each external is signalled once per run: the log has a record for every signal.
+  SignalRecord& rec = signal_log_[signal_log_n_.fetch_add(1, std::memory_order_relaxed)];
+  rec.tag = node.tag;
+  rec.ns.store(NowNs(), std::memory_order_release);
   last_signalled_tag_.store(node.tag, std::memory_order_relaxed);
   Release(id, nullptr);
 }

@@ -129,6 +129,18 @@ class TaskGraph {
   // The tag of the external signalled last (kNoTag if none this run): the
   // executor attributes a stall that a signal ended to it.
   int last_signalled_tag() const { return last_signalled_tag_.load(std::memory_order_relaxed); }
+  // The signals of this run, in the order they were taken (one per external): when (NowNs,
+  // taken in Signal before any successor is released) and the external's tag, so the
+  // executor can split a stall at the signals inside it. signals_logged() counts records
+  // claimed; signal_record(i) is false while record i is still being written.
+  int signals_logged() const { return signal_log_n_.load(std::memory_order_acquire); }
+  bool signal_record(int i, int64_t* ns, int* tag) const {
+    const int64_t t = signal_log_[i].ns.load(std::memory_order_acquire);
+    if (t == 0) return false;
+    *ns = t;
+    *tag = signal_log_[i].tag;
+    return true;
+  }
 
  private:
   struct Node {
@@ -190,6 +202,14 @@ class TaskGraph {
   bool armed_ = false;  // Reset since the last run (owner thread only)
   alignas(64) std::atomic<int32_t> sinks_left_{0};
   std::atomic<int> last_signalled_tag_{kNoTag};
+  // One record per external and run (Signal writes tag, then ns with release).
+  struct SignalRecord {
+    std::atomic<int64_t> ns{0};
+    int tag = kNoTag;
+  };
+  std::unique_ptr<SignalRecord[]> signal_log_;
+  int n_externals_ = 0;
+  std::atomic<int> signal_log_n_{0};
 };
 
 }  // namespace kx::graph
