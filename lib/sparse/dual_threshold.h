@@ -13,9 +13,9 @@
 //   E(θ_g, θ_c) ≤ E(θ)  ⟺  loss ≤ gain,
 //   gain = Σ_{resident, T_g ≤ z < T} σ(z)   (device neurons the single threshold skips),
 //   loss = Σ_{not resident, T ≤ z < T_c} σ(z)   (CPU neurons it computes and we skip).
-// It holds per layer step, on the logits at hand: when loss > gain, the CPU's band is put
-// back (the CPU groups get the single threshold's masks: loss = 0) and the step counts as
-// clamped. σ is evaluated only for band neurons.
+// It holds per layer step, on the logits at hand (up to the rounding of the sums): when
+// loss > gain, CPU groups get the single threshold's masks back, in group order, until
+// loss ≤ gain, and the step counts as clamped. σ is evaluated only for band neurons.
 //
 // The greedy (one step of `step_logit` per layer step, from the last step's signal):
 //   CPU finished last:     T_g lowers (more work on the device: gain), T_c rises (less on
@@ -59,15 +59,15 @@ SplitBottleneck ClassifySplit(int64_t device_wait_ns, int64_t cpu_ns, double dev
 // One layer step's masks against the single threshold's.
 struct DualMaskStep {
   int gained = 0;          // device-group neurons predicted that the single threshold skips
-  int dropped = 0;         // CPU-group neurons it predicts that are skipped (after a clamp: 0)
+  int dropped = 0;         // CPU-group neurons it predicts that are skipped (after any clamp)
   double gain_mass = 0.0;  // Σ σ(z) over the gained: E(θ) − E(θ_g, θ) on device groups
   double loss_mass = 0.0;  // Σ σ(z) over the dropped
   int predicted = 0;       // neurons set in the masks
-  bool clamped = false;    // loss exceeded gain: the CPU's band was put back
+  bool clamped = false;    // loss exceeded gain: (part of) the CPU's band was put back
 };
 
 // masks[g] (bit j: neuron g·gs + j, logits in the sidecar's permuted order) = logits ≥ T_g
-// where on_device[g] != 0, ≥ T_c elsewhere, then clamped so that loss ≤ gain. Needs
+// where on_device[g] != 0, ≥ T_c elsewhere, then CPU groups put back until loss ≤ gain. Needs
 // logit_g ≤ logit ≤ logit_c and 1 ≤ gs ≤ 32. With logit_g = logit = logit_c the masks are
 // the single threshold's bit for bit.
 DualMaskStep BuildDualMasks(const float* logits, int n_groups, int gs, float logit, float logit_g,
