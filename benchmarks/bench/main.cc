@@ -431,6 +431,20 @@ class Bench {
         r.device_load_gb_per_s = ds.load_ns > 0 ? static_cast<double>(ds.load_bytes_timed) /
                                                       static_cast<double>(ds.load_ns)
                                                 : 0.0;
+        r.device_cpu_neurons_per_token =
+            static_cast<double>(ds.neurons_needed - ds.neurons_on_device) / tokens;
+        if (const sparse::DualThreshold* dual = sp->dual(); dual != nullptr) {
+          const sparse::DualThresholdStats& st = dual->stats();
+          const double steps = static_cast<double>(std::max<int64_t>(st.steps, 1));
+          r.dual = true;
+          r.name += " dual";
+          r.dual_theta_g = st.theta_g_sum / steps;
+          r.dual_theta_c = st.theta_c_sum / steps;
+          r.dual_theta = st.theta_sum / steps;
+          r.dual_gained_per_token = static_cast<double>(st.gained) / tokens;
+          r.dual_dropped_per_token = static_cast<double>(st.dropped) / tokens;
+          r.dual_clamped_share = static_cast<double>(st.clamped) / steps;
+        }
       }
       StallBreakdown(*sp, n_gen, r);
       GraphStalls(n_gen, r);

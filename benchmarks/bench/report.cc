@@ -144,6 +144,15 @@ void PrintMarkdown(const RunInfo& run, const std::vector<TestResult>& results, s
               : "",
           r.device_lambda_mean > 0 ? absl::StrFormat(", λ %.3f", r.device_lambda_mean) : "");
     }
+    if (r.dual) {
+      absl::FPrintF(out,
+                    "%s: dual thresholds: mean θ_g %.4f, θ_c %.4f (θ %.4f); per token %.1f "
+                    "neurons added on the device, %.1f skipped on the CPU, %.1f computed by the "
+                    "CPU; %.1f %% of layer steps clamped\n",
+                    r.name, r.dual_theta_g, r.dual_theta_c, r.dual_theta, r.dual_gained_per_token,
+                    r.dual_dropped_per_token, r.device_cpu_neurons_per_token,
+                    100.0 * r.dual_clamped_share);
+    }
     if (r.device_ffn) {
       absl::FPrintF(out,
                     "%s: device-timed per token: %.3f ms uploads, %.3f ms kernels, %.3f ms "
@@ -273,6 +282,16 @@ nlohmann::ordered_json TestObject(const RunInfo& run, const TestResult& r) {
       j["kx_device_compute_ms_per_token"] = r.device_compute_ms_per_token;
       j["kx_device_download_ms_per_token"] = r.device_download_ms_per_token;
       j["kx_device_load_gb_per_s"] = r.device_load_gb_per_s;
+      j["kx_device_cpu_neurons_per_token"] = r.device_cpu_neurons_per_token;
+      j["kx_dual_threshold"] = r.dual;
+      if (r.dual) {
+        j["kx_dual_theta_g"] = r.dual_theta_g;
+        j["kx_dual_theta_c"] = r.dual_theta_c;
+        j["kx_dual_theta"] = r.dual_theta;
+        j["kx_dual_gained_per_token"] = r.dual_gained_per_token;
+        j["kx_dual_dropped_per_token"] = r.dual_dropped_per_token;
+        j["kx_dual_clamped_share"] = r.dual_clamped_share;
+      }
     }
     if (r.stall) {
       j["kx_stall_cpu_ms_per_token"] = r.stall_cpu_ms_per_token;

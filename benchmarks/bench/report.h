@@ -81,7 +81,15 @@ struct TestResult {
   double device_upload_ms_per_token = 0.0;
   double device_compute_ms_per_token = 0.0;
   double device_download_ms_per_token = 0.0;
-  double device_load_gb_per_s = 0.0;  // 0: no load batch timed
+  double device_load_gb_per_s = 0.0;          // 0: no load batch timed
+  double device_cpu_neurons_per_token = 0.0;  // predicted neurons the CPU computed
+  // --dual-threshold (sparse/dual_threshold.h): means over layer steps of θ_g, θ_c and the
+  // single θ; per token the neurons added on the device and skipped on the CPU against θ;
+  // the share of layer steps whose CPU band was put back (the error bound).
+  bool dual = false;
+  double dual_theta_g = 0.0, dual_theta_c = 0.0, dual_theta = 0.0;
+  double dual_gained_per_token = 0.0, dual_dropped_per_token = 0.0;
+  double dual_clamped_share = 0.0;
   // tg with a RAM tier or the split FFN: where each token's time went (docs/device.md,
   // "Where the time goes"). The tags add up to the token's wall time: other is the rest
   // (attention, norms, the LM head, sampling, the waits no part covers).

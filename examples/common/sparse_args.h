@@ -23,6 +23,8 @@
 //   --device-policy NAME         which FFN groups hold device slots
 //   --device-log PATH            CSV per layer step of the split FFN and its stall tags (not in
 //                                kairox-chat)
+//   --dual-threshold             the split FFN's load-aware dual thresholds θ_g / θ_c (not in
+//                                kairox-chat)
 // Header-only, for the programs.
 #pragma once
 
@@ -143,6 +145,11 @@ void AddSparseOptions(CLI::App& app, Options* o) {
                    "loads, evictions, bytes, device wait, CPU time, then the stall tags (gpu, "
                    "h2d critical/background, disk, other) and the device-timed parts")
         ->type_name("PATH")
+        ->group(device);
+    app.add_flag("--dual-threshold", o->dual_threshold,
+                 "the split FFN's masks with two predictor thresholds: lower on the groups the "
+                 "device holds, higher on the CPU's, moved by which side finished last, the "
+                 "expected missed activations never above the single threshold's (DynamicInfer)")
         ->group(device);
     app.add_option("--device-profile", o->device_profile,
                    "the sim device's profile (rtx4090-pcie4, h100-pcie5, ...)")

@@ -177,7 +177,8 @@ absl::Status DeviceFfn::Init() {
     std::fprintf(log_,
                  "token,layer,lambda,resident,groups_needed,on_device,loads,evictions,"
                  "bytes_loaded,device_wait_ns,cpu_ns,gpu_ns,h2d_critical_ns,h2d_background_ns,"
-                 "disk_ns,other_ns,upload_ns,compute_ns,download_ns\n");
+                 "disk_ns,other_ns,upload_ns,compute_ns,download_ns,theta_g,theta_c,gained,dropped,"
+                 "clamped\n");
   }
   Log().info("device FFN on {}: {} of {} groups per layer in device slots ({}), policy {}",
              device_.name(), slots_per_layer_, n_groups_,
@@ -521,6 +522,7 @@ absl::Status DeviceFfn::RunEnd(int layer, float* y) {
   L.feedback.io_wait_s = static_cast<double>(L.last.wait_ns) * 1e-9;
   L.feedback.cpu_s = static_cast<double>(L.last.cpu_ns) * 1e-9;
   if (log_ != nullptr) LogStep(layer);
+  pending_dual_.set = false;
   if (layer == n_layer_ - 1) ++tokens_;
   return absl::OkStatus();
 }
@@ -529,7 +531,7 @@ void DeviceFfn::LogStep(int layer) {
   const DeviceFfnLayerStep& L = layers_[layer].last;
   std::fprintf(log_,
                "%lld,%d,%.5f,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,"
-               "%lld,%lld\n",
+               "%lld,%lld,",
                static_cast<long long>(tokens_), layer, policy_->lambda(layer),
                residency_->resident_count(layer), static_cast<long long>(L.needed),
                static_cast<long long>(L.on_device), static_cast<long long>(L.loads),
@@ -539,6 +541,12 @@ void DeviceFfn::LogStep(int layer) {
                static_cast<long long>(L.h2d_background_ns), static_cast<long long>(L.disk_ns),
                static_cast<long long>(L.other_ns), static_cast<long long>(L.upload_ns),
                static_cast<long long>(L.compute_ns), static_cast<long long>(L.download_ns));
+  if (pending_dual_.set) {
+    std::fprintf(log_, "%.5f,%.5f,%d,%d,%d\n", pending_dual_.theta_g, pending_dual_.theta_c,
+                 pending_dual_.gained, pending_dual_.dropped, pending_dual_.clamped ? 1 : 0);
+  } else {
+    std::fputs(",,,,\n", log_);
+  }
 }
 
 }  // namespace kx

@@ -77,7 +77,9 @@ struct DeviceFfnOptions {
   // CSV, one line per layer step: token, layer, λ, resident, needed, on device, loads,
   // evictions, bytes loaded, device wait and CPU compute ns, then the stall tags (gpu_ns,
   // h2d_critical_ns, h2d_background_ns, disk_ns, other_ns) and the device-timed parts
-  // (upload_ns, compute_ns, download_ns); docs/device.md. "": none.
+  // (upload_ns, compute_ns, download_ns), then the dual thresholds' columns (theta_g,
+  // theta_c, gained, dropped, clamped; empty without --dual-threshold); docs/device.md.
+  // "": none.
   std::string log_path;
 };
 
@@ -210,6 +212,10 @@ class DeviceFfn {
   // then counts the device wait from there (the graph's stall for the device's externals and
   // End's own), so the stall tags mean what they mean on the pool path.
   void NoteCpuDone(int64_t ns) { cpu_done_ns_ = ns; }
+  // The dual thresholds (sparse/dual_threshold.h) of the coming End's step, for its log line.
+  void NoteDual(float theta_g, float theta_c, int gained, int dropped, bool clamped) {
+    pending_dual_ = {true, theta_g, theta_c, gained, dropped, clamped};
+  }
 
   // Waits until every bundle load queued so far has landed; they become resident at their
   // layer's next Prepare or Begin. Tests: a residency timing that does not depend on how
@@ -318,6 +324,13 @@ class DeviceFfn {
   double upload_hint_bytes_per_s_ = 0, upload_hint_latency_s_ = 0;
   int64_t pending_disk_ns_ = 0;
   int64_t cpu_done_ns_ = 0;  // NoteCpuDone's, for the next End (0: End's own start)
+  struct PendingDual {
+    bool set = false;
+    float theta_g = 0, theta_c = 0;
+    int gained = 0, dropped = 0;
+    bool clamped = false;
+  };
+  PendingDual pending_dual_;
   OpRef up_gate_op_, down_op_;
 
   std::vector<LayerState> layers_;

@@ -389,6 +389,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
     sc.tier.miss = options.tier_skip_misses ? TierMiss::kSkip : TierMiss::kRead;
     sc.tier.debug_skip_wait = options.debug_skip_io_wait;
     sc.tier.log_path = options.tier_log;
+    sc.dual_threshold = options.dual_threshold;
+    sc.dual.step_logit = options.dual_step_logit;
+    sc.dual.device_wait_share = options.dual_device_wait_share;
     KX_ASSIGN_OR_RETURN(impl->sparse,
                         LoadSparseRuntime(*impl->model, options.sidecar, sc, *impl->kernels,
                                           n_threads, impl->n_batch, impl->ram.get()));
@@ -413,6 +416,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
   }
   KX_RETURN_IF_ERROR(OpenDeviceLayers(*impl));
   KX_RETURN_IF_ERROR(OpenDeviceFfn(*impl));
+  if (options.dual_threshold && impl->device_ffn == nullptr) {
+    Log().warn(
+        "--dual-threshold: no split FFN (it needs a device, a sidecar and device slots "
+        "for FFN bundles); masks use the single threshold");
+  }
   // A percentage budget is the share of bundles plus what the rest needs:
   // the limit becomes exactly what is held now.
   if (has_budget && ram_spec.is_percent) KX_RETURN_IF_ERROR(impl->ram->SetLimit(impl->ram->used()));

@@ -105,6 +105,11 @@ struct EngineOptions {
   std::string vram_ffn;
   std::string device_policy = "tam-adaptive";  // which groups hold device slots
   std::string device_log;                      // CSV per layer step of the device FFN ("": none)
+  // The split FFN's load-aware dual thresholds (sparse/dual_threshold.h, docs/device.md):
+  // θ_g on device-resident groups, θ_c elsewhere, under the single threshold's error bound.
+  bool dual_threshold = false;
+  float dual_step_logit = 0.25f;         // tests: 0 keeps θ_g = θ_c = θ
+  double dual_device_wait_share = 0.05;  // tests: huge makes the CPU the bottleneck always
   // Tests' negative control (sim): skip the N-th event wait (0-based); -1 = none.
   int64_t debug_skip_event_wait = -1;
 };

@@ -50,6 +50,11 @@ void SparseRuntime::AttachDevice(DeviceFfn* device_ffn) {
   device_ffn_ = device_ffn;
   cpu_bundles_.assign(n_groups_, nullptr);
   host_masks_.assign(n_groups_, 0);
+  dual_.reset();
+  if (device_ffn_ != nullptr && config_.dual_threshold) {
+    dual_ = std::make_unique<sparse::DualThreshold>(n_layer_, config_.dual);
+    on_device_.assign(n_groups_, 0);
+  }
   if (device_ffn_ != nullptr) device_ffn_->set_transient_host_bundles(tier_ != nullptr);
 }
 
@@ -165,6 +170,7 @@ absl::StatusOr<std::unique_ptr<SparseRuntime>> SparseRuntime::Create(
 void SparseRuntime::ResetStats() {
   if (tier_ != nullptr) tier_->ResetStats();
   if (device_ffn_ != nullptr) device_ffn_->ResetStats();
+  if (dual_ != nullptr) dual_->ResetStats();
   const int64_t n_ff = stats_.n_ff;
   stats_ = SparseStats{};
   stats_.n_ff = n_ff;
@@ -237,6 +243,18 @@ void SparseRuntime::Predict(int layer, int n, const float* x) {
     sparse::RunPredictor(predictors_[layer], *kernels_, x + static_cast<size_t>(b) * n_embd_,
                          hidden_.data(), logits_.data());
     const float thr = logit_threshold_[layer];
+    if (dual_ != nullptr && n == 1 && UsesBundles(1)) {
+      // A decode step of the split FFN: θ_g where the group is resident now, θ_c elsewhere.
+      for (int g = 0; g < n_groups_; ++g) {
+        on_device_[g] = device_ffn_->residency().resident(layer, g) ? 1 : 0;
+      }
+      const sparse::DualMaskStep st = sparse::BuildDualMasks(
+          logits_.data(), n_groups_, gs_, thr, dual_->logit_g(layer, thr),
+          dual_->logit_c(layer, thr), on_device_.data(), masks, config_.dual.debug_no_clamp);
+      dual_->Record(layer, st, thr);
+      dual_step_[layer & 1] = st;
+      continue;
+    }
     for (int g = 0; g < n_groups_; ++g) {
       const float* lg = &logits_[static_cast<size_t>(g) * gs_];
       uint32_t m = 0;
@@ -373,7 +391,22 @@ void SparseRuntime::BeginBundles(int layer, const float* x, float* y, int n_part
 
 void SparseRuntime::EndBundles(int layer) {
   // The device's partial sum joins the CPU's before the tier may reuse what it read.
-  if (device_ffn_ != nullptr) (void)device_ffn_->End(layer, y_);
+  if (device_ffn_ != nullptr) {
+    if (dual_ != nullptr) {
+      const float thr = logit_threshold_[layer];
+      const sparse::DualMaskStep& d = dual_step_[layer & 1];
+      device_ffn_->NoteDual(sparse::ThresholdProbability(dual_->logit_g(layer, thr)),
+                            sparse::ThresholdProbability(dual_->logit_c(layer, thr)), d.gained,
+                            d.dropped, d.clamped);
+    }
+    (void)device_ffn_->End(layer, y_);
+    // The greedy's step for this layer's next masks: which side finished last.
+    if (dual_ != nullptr) {
+      const DeviceFfnLayerStep& d = device_ffn_->last_step(layer);
+      dual_->Feedback(layer,
+                      sparse::ClassifySplit(d.wait_ns, d.cpu_ns, config_.dual.device_wait_share));
+    }
+  }
   if (tier_ != nullptr) tier_->Release(layer);
   int64_t kept = device_ffn_ != nullptr ? device_ffn_->last_kept() : 0;
   for (int i = 0; i < n_active_; ++i) kept += __builtin_popcount(kept_[i]);

@@ -28,6 +28,7 @@
 #include "engine/device_ffn.h"
 #include "engine/ffn_hook.h"
 #include "kernels/cpu/kernels.h"
+#include "sparse/dual_threshold.h"
 #include "sparse/sidecar.h"
 #include "sparse/sparse_ffn.h"
 #include "sparse/trace.h"
@@ -48,6 +49,11 @@ struct SparseConfig {
   bool tiered = false;
   double resident_share = -1.0;
   TierOptions tier;
+  // DynamicInfer's load-aware dual thresholds (sparse/dual_threshold.h): with a split FFN,
+  // decode masks use θ_g on the groups resident on the device and θ_c on the others, moved
+  // per layer step by which side finished last, under the single threshold's error bound.
+  bool dual_threshold = false;
+  sparse::DualThresholdOptions dual;
 };
 
 // Counters since the last reset: neurons predicted and kept per layer-token.
@@ -106,6 +112,8 @@ class SparseRuntime final : public FfnHook {
   void BeginBatch(int64_t first_step) { step_ = first_step; }
 
   const SparseStats& stats() const { return stats_; }
+  // The dual thresholds (config().dual_threshold with a device FFN attached), else null.
+  const sparse::DualThreshold* dual() const { return dual_.get(); }
   void ResetStats();
   // The RAM tier, or null when bundles are read from the mapped sidecar.
   BundleTier* tier() const { return tier_.get(); }
@@ -175,6 +183,11 @@ class SparseRuntime final : public FfnHook {
   int n_active_ = 0;           // BeginBundles → EndBundles: groups computed
   int64_t predicted_now_ = 0;  // and neurons predicted
   SparseStats stats_;
+  // Dual thresholds: the controller, and per group whether it was resident when the masks
+  // were built; the step of each layer slot (as masks_) for the device log.
+  std::unique_ptr<sparse::DualThreshold> dual_;
+  std::vector<uint8_t> on_device_;
+  sparse::DualMaskStep dual_step_[2];
   // Tracing.
   std::unique_ptr<sparse::TraceWriter> trace_;
   std::vector<uint64_t> pred_bits_, actual_bits_;

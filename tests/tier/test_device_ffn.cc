@@ -526,7 +526,8 @@ TEST_CASE("split FFN: the stall tags charge the host's time to the device's time
   CHECK(tiers.load_wait_ns > 0);
   CHECK(tiers.h2d_background_ns >= tiers.load_wait_ns);
 
-  // --device-log: the old columns first, in their order, then the tags and the timed parts;
+  // --device-log: the old columns first, in their order, then the tags and the timed parts
+  // and the dual thresholds' columns;
   // per line the wait splits into gpu + h2d critical + h2d background + other.
   std::ifstream in(log);
   std::string header;
@@ -534,12 +535,13 @@ TEST_CASE("split FFN: the stall tags charge the host's time to the device's time
   CHECK(header ==
         "token,layer,lambda,resident,groups_needed,on_device,loads,evictions,bytes_loaded,"
         "device_wait_ns,cpu_ns,gpu_ns,h2d_critical_ns,h2d_background_ns,disk_ns,other_ns,"
-        "upload_ns,compute_ns,download_ns");
+        "upload_ns,compute_ns,download_ns,theta_g,theta_c,gained,dropped,clamped");
   std::string line;
   int64_t lines = 0, crit = 0;
   while (std::getline(in, line)) {
     const std::vector<std::string> f = SplitCsv(line);
-    REQUIRE(f.size() == 19);
+    REQUIRE(f.size() == 24);
+    CHECK(f[19].empty());  // no --dual-threshold: its columns are empty
     const auto v = [&](int i) { return std::stoll(f[i]); };
     INFO(line);
     CHECK(v(11) + v(12) + v(13) + v(15) == v(9));
