@@ -78,6 +78,14 @@ struct KGemm {
 
   static void Decode(const uint8_t* w, size_t row_bytes, int valid, const uint8_t* next,
                      Chunk* ch) {
+    // A whole panel of a layout the ISA decodes straight into the transposed order
+    // (avx2/kquant_panel.h): the same values, fewer shuffles.
+    if constexpr (requires { V::template Panel<L>::kDecodes; }) {
+      if (valid == kPanel) {
+        V::template Panel<L>::Decode(w, row_bytes, next, ch);
+        return;
+      }
+    }
     for (int v = 0; v * kLanes < valid; ++v) {
       alignas(64) int16_t rows[kBlocks][kLanes][kQK];
       for (int i = 0; i < kLanes; ++i) {

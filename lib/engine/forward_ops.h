@@ -66,6 +66,8 @@ void PlanLinear(Engine::Impl& m, int n_tokens, const LinearJob* jobs, int n_jobs
 void PrepareLinear(const LinearPlan& plan, const float* src, int64_t src_ld);
 // Thread ith's rows of every job.
 void RunLinearPart(const LinearPlan& plan, int ith, int nth);
+// Rows [begin, end) of the plan's jobs taken together (RunLinearPart's body).
+void RunLinearRows(const LinearPlan& plan, int64_t begin, int64_t end);
 
 // Attention of n tokens at positions n_past.. over one layer's KV cache, a task per KV head
 // and its query heads (cpu::AttendGroup): per (token, KV head) for a batch; per (KV head,

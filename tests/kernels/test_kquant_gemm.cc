@@ -135,6 +135,39 @@ TEST_CASE("matmul on many columns matches the scalar reference", "[kernels][gemm
   }
 }
 
+// A whole panel may take a decoder of its own (avx2/kquant_panel.h: Q4_K), a
+// ragged one the generic decode: one row at a time must give the panel's bits.
+TEST_CASE("matmul's whole-panel decode gives the generic decode's bits", "[kernels][gemm]") {
+  auto rng = SeededRng(4403);
+  const int64_t rows = 32, ncols = 9;
+  for (Isa isa : kSimdIsas) {
+    const KernelTable* t = cpu::KernelsFor(isa);
+    if (t == nullptr) continue;
+    for (GgmlType ty : kGemmTypes) {
+      if (!IsKQuant(ty)) continue;
+      const TypeKernels* k = t->For(ty);
+      const int64_t n = 768;
+      INFO(IsaName(isa) << " " << TypeName(ty));
+      const size_t rb = RowBytes(ty, n);
+      const Case cs = MakeCase(k, ty, n, rows, ncols, rng);
+      std::vector<float> panel(static_cast<size_t>(rows * ncols), kPoison);
+      std::vector<float> single(panel.size(), kPoison);
+      k->matmul(cs.w.data(), rb, n, rows, cs.acts.data(), cs.stride, ncols, panel.data(), rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        k->matmul(cs.w.data() + r * rb, rb, n, 1, cs.acts.data(), cs.stride, ncols,
+                  single.data() + r, rows);
+      }
+      int64_t nonzero = 0;
+      for (size_t i = 0; i < panel.size(); ++i) {
+        REQUIRE(panel[i] != kPoison);
+        REQUIRE(panel[i] == single[i]);
+        nonzero += panel[i] != 0.0f;
+      }
+      REQUIRE(nonzero > 0);
+    }
+  }
+}
+
 // Every Q6_K scale -128 and q = -32 (|sc·q| = 4096) against activations all
 // ±32767 of one sign per block: 32 such products overflow int32, 16 do not
 // (the kernel sums halves of a block). The other types at every bit set.

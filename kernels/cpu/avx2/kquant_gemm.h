@@ -9,6 +9,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/avx2/kquant_panel.h"
 #include "kernels/cpu/kquant_gemm.h"
 #include "kernels/cpu/legacy_gemm.h"
 
@@ -20,6 +21,9 @@ struct GemmVec {
   static constexpr int kLanes = 8;
   static constexpr int kRowVecs = 1;
   static constexpr int kCols = 4;
+  // Whole panels of the layouts it specializes decode without the generic transpose.
+  template <class L>
+  using Panel = PanelDecode<L>;
 
   // The empty asm keeps each sum a running sum (avx512/kquant_gemm.h says why).
   static I Dot(I acc, I w, I x) {
@@ -76,25 +80,6 @@ struct GemmVec {
                        _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q8, 1)));
   }
 
-  // 8 rows × 8 dwords → 8 vectors of one dword of every row (u[4g + k],
-  // lane L: rows 4g..4g+3 at dword 4L + k; then the two 128-bit lanes).
-  static void Transpose8(const I (&r)[8], I* dst, size_t dst_stride) {
-    I t[8], u[8];
-    for (int i = 0; i < 4; ++i) {
-      t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-      t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    for (int g = 0; g < 2; ++g) {
-      u[4 * g + 0] = _mm256_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
-      u[4 * g + 1] = _mm256_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
-      u[4 * g + 2] = _mm256_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
-      u[4 * g + 3] = _mm256_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
-    }
-    for (int k = 0; k < 4; ++k) {
-      dst[k * dst_stride] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x20);
-      dst[(4 + k) * dst_stride] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x31);
-    }
-  }
   // 8 rows of 16 dwords (int16 pairs) → 16 vectors: pairs 0-7, then 8-15.
   static void TransposePairs(const int16_t* rows, I* dst, size_t dst_stride) {
     for (int half = 0; half < 2; ++half) {
@@ -102,7 +87,7 @@ struct GemmVec {
       for (int i = 0; i < 8; ++i) {
         r[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(rows + 32 * i + 16 * half));
       }
-      Transpose8(r, dst + 8 * half * dst_stride, dst_stride);
+      Transpose8x32(r, dst + 8 * half * dst_stride, dst_stride);
     }
   }
 };
