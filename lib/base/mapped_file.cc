@@ -37,30 +37,58 @@ void Populate(const uint8_t* p, uint64_t bytes) {
   for (uint64_t i = 0; i < bytes; i += kSmallPage) sink = sink + p[i];
 }
 
-// kMapHuge's check of one 2 MiB window in the middle of the file (MappedFile::HugePages).
-MappedFile::HugePages ProbeHugePages(int fd, const uint8_t* base, uint64_t size, bool* recached) {
+// Pages of `w` (2 MiB) the page cache holds.
+uint64_t ResidentPages(const uint8_t* w) {
   constexpr uint64_t kPage = 4096;
-  const uint64_t w_off = size / 2 / kHugePageBytes * kHugePageBytes;  // + 2 MiB ≤ size
-  const uint8_t* w = base + w_off;
   unsigned char resident[kHugePageBytes / kPage];
-  uint64_t n_resident = 0;
+  uint64_t n = 0;
   if (::mincore(const_cast<uint8_t*>(w), kHugePageBytes, resident) == 0) {
-    for (unsigned char r : resident) n_resident += r & 1;
+    for (unsigned char r : resident) n += r & 1;
   }
-  Populate(w, kHugePageBytes);
-  if (HugeMappedBytes(base) > 0) return MappedFile::HugePages::kYes;
-  // Read cold through a MADV_HUGEPAGE mapping and still small: the file system cannot.
-  if (n_resident == 0) return MappedFile::HugePages::kNo;
-  // The cache held the window in 4 KiB pages: drop it and read it again. Dirty pages (a file
-  // written moments ago) cannot be dropped: write them back first, as the kernel would soon.
+  return n;
+}
+
+// Drops the window at `off` from the page cache (and this mapping) and reads it again.
+// Dirty pages (a file written moments ago) cannot be dropped: written back first, as the
+// kernel would soon.
+void Recache(int fd, const uint8_t* base, uint64_t off) {
   (void)::sync_file_range(
-      fd, static_cast<off_t>(w_off), kHugePageBytes,
+      fd, static_cast<off_t>(off), kHugePageBytes,
       SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
-  (void)::madvise(const_cast<uint8_t*>(w), kHugePageBytes, MADV_DONTNEED);
-  (void)::posix_fadvise(fd, static_cast<off_t>(w_off), kHugePageBytes, POSIX_FADV_DONTNEED);
-  Populate(w, kHugePageBytes);
-  if (HugeMappedBytes(base) <= 0) return MappedFile::HugePages::kNo;
-  // It works: drop the rest, so decode's faults read the file back in 2 MiB pages.
+  (void)::madvise(const_cast<uint8_t*>(base + off), kHugePageBytes, MADV_DONTNEED);
+  (void)::posix_fadvise(fd, static_cast<off_t>(off), kHugePageBytes, POSIX_FADV_DONTNEED);
+  Populate(base + off, kHugePageBytes);
+}
+
+// kMapHuge's check (MappedFile::HugePages) on up to kWindows 2 MiB windows spread over the
+// file: a cache filled by several readers (another program's 4 KiB mapping, a partial
+// reclaim) can hold one part in 2 MiB folios and another in 4 KiB pages.
+MappedFile::HugePages ProbeHugePages(int fd, const uint8_t* base, uint64_t size, bool* recached) {
+  constexpr uint64_t kWindows = 8;
+  const uint64_t n_huge = size / kHugePageBytes;  // ≥ 2: whole windows inside the file
+  const uint64_t n_win = std::min(kWindows, n_huge);
+  int64_t huge_before = HugeMappedBytes(base);
+  if (huge_before < 0) return MappedFile::HugePages::kNo;  // smaps unreadable: cannot tell
+  int64_t small_cached = -1;                               // a window cached in 4 KiB pages
+  for (uint64_t i = 0; i < n_win; ++i) {
+    const uint64_t off = (n_huge * (2 * i + 1) / (2 * n_win)) * kHugePageBytes;
+    const uint64_t resident = ResidentPages(base + off);
+    Populate(base + off, kHugePageBytes);
+    const int64_t huge_after = HugeMappedBytes(base);
+    if (huge_after > huge_before) {
+      huge_before = huge_after;
+      continue;
+    }
+    // Read cold through a MADV_HUGEPAGE mapping and still small: the file system cannot.
+    if (resident == 0) return MappedFile::HugePages::kNo;
+    if (small_cached < 0) small_cached = static_cast<int64_t>(off);
+  }
+  if (small_cached < 0) return MappedFile::HugePages::kYes;
+  // Some of it is cached in 4 KiB pages: does a re-read give 2 MiB ones?
+  Recache(fd, base, static_cast<uint64_t>(small_cached));
+  if (HugeMappedBytes(base) <= huge_before) return MappedFile::HugePages::kNo;
+  // It does: drop the whole file, so decode's faults read it back in 2 MiB pages (pages
+  // another process maps stay, and so do their sizes).
   (void)::madvise(const_cast<uint8_t*>(base), size, MADV_DONTNEED);
   (void)::fdatasync(fd);
   (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);

@@ -25,16 +25,17 @@ class MappedFile {
     kRead,     // read() into anonymous memory in 2 MiB (transparent huge) pages
   };
   // What kMapHuge found (base/huge_pages.h says why it matters). It maps the file at a 2 MiB-
-  // aligned address with MADV_HUGEPAGE and reads one 2 MiB window in the middle:
-  //   - mapped by one 2 MiB entry: kYes;
-  //   - in 4 KiB pages although it was not cached before: the file system cannot (kNo);
-  //   - in 4 KiB pages because the page cache already held it so (a file written moments ago,
-  //     a fresh download): the window is dropped from the cache and read again; if that gives
-  //     a 2 MiB page, the whole file's cached pages are dropped (posix_fadvise DONTNEED: pages
-  //     other processes map, and dirty ones, stay) so that decode's faults read it back in
-  //     2 MiB pages — a one-time re-read from storage, after which the cache keeps the file
-  //     that way (kYes, recached()); else kNo.
-  // Smaller than two huge pages, or with THP off: kNotTried.
+  // aligned address with MADV_HUGEPAGE and reads up to eight 2 MiB windows spread over it:
+  //   - each mapped by one 2 MiB entry: kYes;
+  //   - one in 4 KiB pages although it was not cached before: the file system cannot (kNo);
+  //   - some in 4 KiB pages because the page cache already held them so (a file written
+  //     moments ago, a fresh download, or one another program read first): one such window is
+  //     dropped from the cache and read again; if that gives a 2 MiB page, the whole file's
+  //     cached pages are dropped (posix_fadvise DONTNEED: pages other processes map, and dirty
+  //     ones, stay) so that decode's faults read it back in 2 MiB pages — a one-time re-read
+  //     from storage, after which the cache keeps the file that way (kYes, recached()); else
+  //     kNo.
+  // Smaller than two huge pages, with THP off or KAIROX_HUGE_PAGES=0: kNotTried.
   enum class HugePages { kNotTried, kYes, kNo };
   // Alignment kRead's buffer guarantees at least (a cache line, and enough for
   // any SIMD load of the weights; it is in fact 2 MiB, mmap gives a page).
