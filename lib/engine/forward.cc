@@ -3,7 +3,6 @@
 // the input is prepared (quantized) once and one parallel dispatch covers all
 // their rows. Attention is parallel over (token, head) pairs.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -28,9 +27,6 @@ uint16_t* KvF16(uint8_t* p) { return reinterpret_cast<uint16_t*>(p); }
 // Rows per unit when splitting a linear op across threads: keeps the kernels'
 // multi-row inner loops full.
 constexpr int64_t kRowAlign = 8;
-// Row chunks per thread in a batch's linear ops (LinearGroup): enough that one thread can take
-// over most of a late one's share, few enough that each chunk still spans many panels.
-constexpr int64_t kChunksPerThread = 8;
 
 void AddBias(float* dst, const WeightRef& bias, int n) {
   const auto* b = reinterpret_cast<const float*>(bias.data);
@@ -80,23 +76,10 @@ void LinearGroup(Engine::Impl& m, const float* src, int64_t src_ld, int n_tokens
   } else {
     PrepareLinear(plan, src, src_ld);
   }
-  if (n_tokens > 1 && m.pool->size() > 1) {
-    // A batch's rows in chunks that the threads claim in turn: on cores shared with other
-    // programs a worker that lost its core (it yields while it waits through the serial stages)
-    // no longer holds back a fixed half of the rows. A column's result does not depend on the
-    // split (kernels/cpu/kquant_gemm.h), so the bits are the static split's.
-    const int64_t chunk = std::max<int64_t>(
-        kRowAlign, (plan.total_rows / (kChunksPerThread * m.pool->size()) + kRowAlign - 1) /
-                       kRowAlign * kRowAlign);
-    std::atomic<int64_t> next{0};
-    m.pool->Run([&](int, int) {
-      for (int64_t begin;
-           (begin = next.fetch_add(chunk, std::memory_order_relaxed)) < plan.total_rows;) {
-        RunLinearRows(plan, begin, std::min(begin + chunk, plan.total_rows));
-      }
-    });
-    return;
-  }
+  // A static split. Row chunks the threads claim in turn (tried: 8 per thread) kept a worker
+  // that lost its core from holding back half the rows, but on a quiet machine they cost Gemma 3
+  // 270M's pp512 5–15 % on AVX-512 (1080 → 925–1030 t/s, 2 threads, by chunk size),
+  // docs/performance.md.
   m.pool->Run([&](int ith, int nth) { RunLinearPart(plan, ith, nth); });
 }
 
