@@ -146,8 +146,8 @@ TEST_CASE("dual thresholds on sim: the CPU as the bottleneck moves work to the d
   const auto got = kx::test::TeacherForced(*e, {}, Sequence());
   CHECK(kx::test::AllFinite(got));
   INFO("max |Δlogit| against the single threshold " << kx::test::MaxAbsDiff(got, ref));
-  const kx::sparse::DualThresholdStats& st = e->sparse()->dual()->stats();
-  const kx::DeviceFfnStats& ds = e->device_ffn()->stats();
+  const kx::sparse::DualThresholdStats st = e->sparse()->dual()->stats();
+  const kx::DeviceFfnStats ds = e->device_ffn()->stats();
   INFO("gained " << st.gained << ", dropped " << st.dropped << ", clamped " << st.clamped << " of "
                  << st.steps << "; device neurons " << ds.neurons_on_device << " vs "
                  << base_st.neurons_on_device << ", CPU neurons "
