@@ -92,6 +92,7 @@ struct VecKernels {
 // Head dims up to kAttnMaxHeadDim. Kernels in kernels/cpu/{ref,avx2,avx512}/attention.cc;
 // the SIMD ones sum in their own order (not dot_f16_f32's).
 inline constexpr int64_t kAttnMaxHeadDim = 512;
+inline constexpr int64_t kAttnKeyBlock = 16;  // keys per block of dot_f16_blocked's layout
 struct AttnKernels {
   // dst[j·dst_stride + t] = Σ_i K_t[i]·q_j[i] for t < n_rows, j < n_q: K_t = rows + t·stride
   // (elements), q_j = qs + j·n.
@@ -101,6 +102,14 @@ struct AttnKernels {
   // V_t = rows + t·stride (elements).
   void (*axpy_f16)(const float* p, int64_t p_stride, const uint16_t* rows, size_t stride,
                    int64_t n_rows, int n_y, int64_t n, float* ys, int64_t y_stride);
+  // dot_f16 over keys stored in blocks of kAttnKeyBlock keys, dimension-major (the engine's
+  // K cache): element i of key t at blocks[(t / kAttnKeyBlock)·kAttnKeyBlock·n + i·kAttnKeyBlock
+  // + t % kAttnKeyBlock]. dst[j·dst_stride + t − key0] for key0 ≤ t < key0 + n_keys, j < n_q;
+  // n a multiple of kAttnKeyBlock. Bit for bit dot_f16's result for the same keys in rows (its
+  // sums in its order), with the keys in SIMD lanes: no widened copy, no horizontal sums. The
+  // other keys of the first and last blocks are read (any finite or not) but not written.
+  void (*dot_f16_blocked)(const uint16_t* blocks, int64_t key0, int64_t n_keys, const float* qs,
+                          int n_q, int64_t n, float* dst, int64_t dst_stride);
   // x[t] = e^(scale·x[t] − m) for t < n (n ≥ 1), m = max_t scale·x[t] written to *max;
   // returns Σ_t x[t]. The SIMD e^ is within 2 ulp of the correctly rounded value.
   float (*exp_shifted)(float* x, int64_t n, float scale, float* max);

@@ -59,18 +59,22 @@ void AttendChunk(const KernelTable& k, bool kv_q8, const float* q, int g, const 
   struct Piece {
     const uint8_t* k;
     const uint8_t* v;
-    int t, n;  // first key (relative to the chunk) and keys
+    int t, n;      // first key (relative to the chunk) and keys
+    int64_t slot;  // k_blocked: the first key's slot in run.k_blocks
   } pieces[2];
   int n_pieces = 0;
   const int contig = std::clamp(run.n_contig - t0, 0, n);
   if (contig > 0) {
     pieces[n_pieces++] = {run.k0 + static_cast<size_t>(t0) * stride,
-                          run.v0 + static_cast<size_t>(t0) * stride, 0, contig};
+                          run.v0 + static_cast<size_t>(t0) * stride, 0, contig,
+                          int64_t{run.k_slot0} + t0};
   }
   if (contig < n) {
     const size_t w = static_cast<size_t>(t0 + contig - run.n_contig);
-    pieces[n_pieces++] = {run.k_wrap + w * stride, run.v_wrap + w * stride, contig, n - contig};
+    pieces[n_pieces++] = {run.k_wrap + w * stride, run.v_wrap + w * stride, contig, n - contig,
+                          static_cast<int64_t>(w)};
   }
+  KX_CHECK(run.k_blocks == nullptr || (!kv_q8 && head_dim % kAttnKeyBlock == 0));
   // F16 rows are addressed in elements by the kernels.
   const size_t stride_elems = stride / sizeof(uint16_t);
   const int64_t pf = head_dim + 2;
@@ -81,6 +85,9 @@ void AttendChunk(const KernelTable& k, bool kv_q8, const float* q, int g, const 
         k.vec.dot_q8_0_rows(pc.k, stride, pc.n, q + j * head_dim, head_dim,
                             scores + j * kAttnChunkKeys + pc.t);
       }
+    } else if (run.k_blocks != nullptr) {
+      k.attn.dot_f16_blocked(reinterpret_cast<const uint16_t*>(run.k_blocks), pc.slot, pc.n, q, g,
+                             head_dim, scores + pc.t, kAttnChunkKeys);
     } else {
       k.attn.dot_f16(reinterpret_cast<const uint16_t*>(pc.k), stride_elems, pc.n, q, g, head_dim,
                      scores + pc.t, kAttnChunkKeys);

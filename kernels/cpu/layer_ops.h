@@ -59,6 +59,11 @@ inline int64_t AttnScratchFloats(int max_keys, int g, int head_dim) {
 // sliding-window layers) at k_wrap/v_wrap + (t − n_contig)·row_stride_bytes. Every kernel
 // takes the keys in the same order either way, so a wrapped run gives the bits of an
 // unwrapped one.
+//
+// K in blocks instead (k_blocks set; F16, head_dim a multiple of kAttnKeyBlock): the head's
+// keys in kernels.h dot_f16_blocked's layout from slot 0 at k_blocks, key t in slot
+// k_slot0 + t for t < n_contig, then in slot t − n_contig; k0 and k_wrap are then unused.
+// The scores are the same bits (dot_f16_blocked); StoreKeyBlocked writes a key there.
 struct KvRun {
   const uint8_t* k0 = nullptr;
   const uint8_t* v0 = nullptr;
@@ -67,7 +72,17 @@ struct KvRun {
   int n_contig = 0;  // ≥ n_keys: no wrap
   const uint8_t* k_wrap = nullptr;
   const uint8_t* v_wrap = nullptr;
+  const uint8_t* k_blocks = nullptr;
+  int k_slot0 = 0;
 };
+
+// Writes one key of head_dim F16 values (a row) into slot `slot` of a blocked K run
+// (KvRun::k_blocks): element i at blocks[(slot / B)·B·head_dim + i·B + slot % B], B =
+// kAttnKeyBlock.
+inline void StoreKeyBlocked(const uint16_t* key, int64_t head_dim, uint16_t* blocks, int64_t slot) {
+  uint16_t* dst = blocks + slot / kAttnKeyBlock * kAttnKeyBlock * head_dim + slot % kAttnKeyBlock;
+  for (int64_t i = 0; i < head_dim; ++i) dst[i * kAttnKeyBlock] = key[i];
+}
 
 // Chunk c of the run (keys [c·kAttnChunkKeys, ...)): its partial into part
 // (AttnPartFloats). scores: g·kAttnChunkKeys floats of scratch.

@@ -284,10 +284,17 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
     impl->kv_row_bytes = static_cast<size_t>(impl->kv_dim) * sizeof(uint16_t);
   }
   impl->kv_head_bytes = impl->kv_row_bytes / hp.n_head_kv;
+  // F16 keys in blocks for the decode attention's dot products (engine_impl.h kv_k_blocked);
+  // KAIROX_KV_K_BLOCKED=0 keeps them in rows (the same logits; for comparing the two).
+  const char* blocked_env = std::getenv("KAIROX_KV_K_BLOCKED");
+  impl->kv_k_blocked = options.kv_k_blocked && options.kv_type == EngineOptions::KvType::kF16 &&
+                       hp.head_dim % cpu::kAttnKeyBlock == 0 &&
+                       !(blocked_env != nullptr && std::string(blocked_env) == "0");
   // Per layer: n_ctx positions, or a ring of window + n_batch on a sliding-window layer
   // (engine_impl.h kv_slots) where that is fewer.
   size_t kv_bytes = 0;
   impl->kv_slots.resize(hp.n_layer);
+  impl->kv_head_slots.resize(hp.n_layer);
   impl->kv_layer_off.resize(hp.n_layer);
   for (int l = 0; l < hp.n_layer; ++l) {
     int slots = impl->n_ctx;
@@ -296,8 +303,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
           std::min<int64_t>(impl->n_ctx, int64_t{hp.sliding_window} + int64_t{impl->n_batch}));
     }
     impl->kv_slots[l] = slots;
+    // Whole key blocks per head: the blocked layout's last block is never cut.
+    const int head_slots = impl->kv_k_blocked ? (slots + static_cast<int>(cpu::kAttnKeyBlock) - 1) /
+                                                    static_cast<int>(cpu::kAttnKeyBlock) *
+                                                    static_cast<int>(cpu::kAttnKeyBlock)
+                                              : slots;
+    impl->kv_head_slots[l] = head_slots;
     impl->kv_layer_off[l] = kv_bytes;
-    kv_bytes += static_cast<size_t>(slots) * impl->kv_row_bytes;
+    kv_bytes += static_cast<size_t>(head_slots) * impl->kv_row_bytes;
   }
   if (absl::Status st = impl->ram->Reserve("KV cache", 2 * HugeBuffer::FootprintBytes(kv_bytes));
       !st.ok()) {

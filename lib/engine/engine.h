@@ -47,6 +47,9 @@ struct EngineOptions {
   // memory. A rewind (TruncateKv, a stopped Eval) further back than the rings reach clears
   // the cache instead (n_past() 0). false: n_ctx positions on every layer.
   bool kv_ring = true;
+  // F16 keys in blocks of 16 positions (engine_impl.h kv_k_blocked): the same logits as rows,
+  // faster decode attention. false (or KAIROX_KV_K_BLOCKED=0) keeps rows, for comparing.
+  bool kv_k_blocked = true;
 
   // Activation sparsity (engine/sparse_runtime.h). With a sidecar, decode
   // computes only the FFN neurons its predictors select.

@@ -78,7 +78,13 @@ struct Engine::Impl {
   EngineOptions::KvType kv_type = EngineOptions::KvType::kF16;
   size_t kv_row_bytes = 0;
   size_t kv_head_bytes = 0;
-  std::vector<int> kv_slots;         // per layer: positions its cache holds (n_ctx or the ring)
+  std::vector<int> kv_slots;  // per layer: positions its cache holds (n_ctx or the ring)
+  // F16 keys stored in blocks of cpu::kAttnKeyBlock positions, dimension-major (kernels.h
+  // dot_f16_blocked): decode's q·k then keeps the keys in SIMD lanes, about twice as fast as
+  // from rows, with the same bits. A head's run then starts at KvHeadOffset and holds
+  // kv_head_slots[l] (kv_slots rounded up to whole blocks) slots, for K and V alike.
+  bool kv_k_blocked = false;
+  std::vector<int> kv_head_slots;
   std::vector<size_t> kv_layer_off;  // per layer: byte offset of its cache in k_cache/v_cache
   int kv_end = 0;      // one past the highest position written since the cache was last cleared
   HugeBuffer k_cache;  // 2 MiB pages from 8 MiB on: attention streams it (base/huge_pages.h)
@@ -142,10 +148,17 @@ struct Engine::Impl {
 
 // Byte offset of (layer, KV head, position) in k_cache / v_cache: the head-major layout, a
 // ring on sliding-window layers (the comment on kv_slots).
+// (Of a V row, or a K row when !kv_k_blocked.)
 inline size_t KvOffset(const Engine::Impl& m, int layer, int head, int pos) {
   const size_t slots = static_cast<size_t>(m.kv_slots[layer]);
+  const size_t head_slots = static_cast<size_t>(m.kv_head_slots[layer]);
   return m.kv_layer_off[layer] +
-         (static_cast<size_t>(head) * slots + static_cast<size_t>(pos) % slots) * m.kv_head_bytes;
+         (static_cast<size_t>(head) * head_slots + static_cast<size_t>(pos) % slots) *
+             m.kv_head_bytes;
+}
+// Byte offset of (layer, KV head)'s run: slot 0.
+inline size_t KvHeadOffset(const Engine::Impl& m, int layer, int head) {
+  return KvOffset(m, layer, head, 0);
 }
 
 const char* OpName(Op op);

@@ -193,6 +193,10 @@ cpu::KvRun KeyRun(const Engine::Impl& m, const AttnPlan& a, int pos, int kvh) {
   run.n_contig = slots - first % slots;
   run.k_wrap = m.k_cache.data() + base;
   run.v_wrap = m.v_cache.data() + base;
+  if (m.kv_k_blocked) {
+    run.k_blocks = run.k_wrap;
+    run.k_slot0 = first % slots;
+  }
   return run;
 }
 
@@ -310,6 +314,12 @@ void RopeStage(Engine::Impl& m, int layer, int n) {
         const absl::Status ks = cpu::QuantizeRow(GgmlType::kQ8_0, kh, hd, kc + at);
         const absl::Status vs = cpu::QuantizeRow(GgmlType::kQ8_0, vh, hd, vc + at);
         KX_CHECK_MSG(ks.ok() && vs.ok(), "Q8_0 KV quantization failed");
+      } else if (m.kv_k_blocked) {
+        uint16_t key[cpu::kAttnMaxHeadDim];
+        m.kernels->vec.f32_to_f16(kh, key, hd);
+        cpu::StoreKeyBlocked(key, hd, KvF16(kc + KvHeadOffset(m, layer, h)),
+                             (m.n_past + b) % m.kv_slots[layer]);
+        m.kernels->vec.f32_to_f16(vh, KvF16(vc + at), hd);
       } else {
         m.kernels->vec.f32_to_f16(kh, KvF16(kc + at), hd);
         m.kernels->vec.f32_to_f16(vh, KvF16(vc + at), hd);

@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "engine/teacher_forced.h"
 #include "engine/tiny_model.h"
+#include "kernels/cpu/kernels.h"
 #include "model/llama.h"
 #include "test_util.h"
 
@@ -44,7 +45,8 @@ const std::string& TinyGemma() {
   return path;
 }
 
-std::unique_ptr<kx::Engine> Load(bool ring, Executor exec, int threads, KvType kv) {
+std::unique_ptr<kx::Engine> Load(bool ring, Executor exec, int threads, KvType kv,
+                                 bool k_blocked = true) {
   kx::EngineOptions o;
   o.n_threads = threads;
   o.n_ctx = kCtx;
@@ -53,6 +55,7 @@ std::unique_ptr<kx::Engine> Load(bool ring, Executor exec, int threads, KvType k
   o.sparse = false;
   o.kv_type = kv;
   o.kv_ring = ring;
+  o.kv_k_blocked = k_blocked;
   auto e = kx::Engine::Load(TinyGemma(), o);
   INFO(e.status().message());
   REQUIRE(e.ok());
@@ -86,7 +89,14 @@ TEST_CASE("ring KV: the logits of the full cache, bit for bit, with fewer bytes"
         // K and V of one position of one layer; five of the six layers hold 9 positions.
         const uint64_t row = full->KvCacheBytes() / (6 * kCtx);
         CHECK(full->KvCacheBytes() == row * 6 * kCtx);
-        CHECK(ring->KvCacheBytes() == row * (5 * (kWindow + kBatch) + kCtx));
+        // F16 keys are stored in whole blocks of kx::cpu::kAttnKeyBlock positions per head
+        // (engine_impl.h kv_k_blocked): a 9-slot ring takes 16 slots there.
+        const uint64_t ring_slots = kv == KvType::kF16
+                                        ? (kWindow + kBatch + kx::cpu::kAttnKeyBlock - 1) /
+                                              kx::cpu::kAttnKeyBlock * kx::cpu::kAttnKeyBlock
+                                        : kWindow + kBatch;
+        CHECK(ring->KvCacheBytes() == row * (5 * ring_slots + kCtx));
+        CHECK(ring->KvCacheBytes() < full->KvCacheBytes());
         const auto a = kx::test::TeacherForced(*full, prompt, forced);
         const auto b = kx::test::TeacherForced(*ring, prompt, forced);
         REQUIRE(a.size() == forced.size());
@@ -128,5 +138,26 @@ TEST_CASE("ring KV: a short rewind is kept, a long one clears the cache") {
   {
     const auto a = full->Logits(), b = ring->Logits();
     CHECK(std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
+  }
+}
+
+// F16 keys in blocks (engine_impl.h kv_k_blocked, the default) against keys in rows: the same
+// logits bit for bit, with and without the ring (whose runs start and wrap inside blocks), on
+// both executors, prompt batches and decode.
+TEST_CASE("blocked K cache: the logits of the row layout, bit for bit") {
+  const auto prompt = kx::test::RandomTokens(33, 23), forced = kx::test::RandomTokens(34, 20);
+  for (bool ring : {false, true}) {
+    for (Executor exec : {Executor::kPool, Executor::kGraph}) {
+      for (int threads : {1, 2}) {
+        INFO((ring ? "ring" : "full")
+             << (exec == Executor::kPool ? " pool" : " graph") << ", " << threads << " thread(s)");
+        auto rows = Load(ring, exec, threads, KvType::kF16, false);
+        auto blocked = Load(ring, exec, threads, KvType::kF16, true);
+        const auto a = kx::test::TeacherForced(*rows, prompt, forced);
+        const auto b = kx::test::TeacherForced(*blocked, prompt, forced);
+        REQUIRE(a.size() == forced.size());
+        CHECK(SameBits(a, b));
+      }
+    }
   }
 }

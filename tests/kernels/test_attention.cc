@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -33,6 +34,81 @@ std::vector<float> RandomFloats(size_t n, std::mt19937_64& rng, float sd = 1.0f)
   std::vector<float> v(n);
   for (auto& e : v) e = normal(rng);
   return v;
+}
+
+// The engine's K cache layout (kernels.h dot_f16_blocked): the same keys in blocks must give
+// dot_f16's scores bit for bit on each ISA, for runs that start and end inside a block, and
+// must not write past the run's scores. Keys outside the run hold NaN halves, which must not
+// reach a score.
+TEST_CASE("attention kernels: blocked keys give dot_f16's bits, every ISA", "[kernels][attn]") {
+  auto rng = SeededRng(1127);
+  constexpr int64_t B = cpu::kAttnKeyBlock;
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni}) {
+    const KernelTable* t = cpu::KernelsFor(isa);
+    if (t == nullptr) continue;
+    for (int64_t n : {16, 64, 128, 256}) {
+      for (auto [key0, n_keys] : std::vector<std::pair<int64_t, int64_t>>{
+               {0, 1}, {0, 16}, {0, 100}, {3, 10}, {5, 11}, {7, 40}, {16, 32}, {31, 98}}) {
+        for (int n_q : {1, 2, 3, 4, 5, 6, 8}) {
+          INFO(IsaName(isa) << " n=" << n << " key0=" << key0 << " keys=" << n_keys
+                            << " n_q=" << n_q);
+          const int64_t n_blocks = (key0 + n_keys + B - 1) / B;
+          const std::vector<uint16_t> rows = RandomHalves(static_cast<size_t>(n * n_keys), rng);
+          std::vector<uint16_t> blocks(static_cast<size_t>(n_blocks * B * n), 0x7e00);  // NaN
+          for (int64_t t_i = 0; t_i < n_keys; ++t_i) {
+            cpu::StoreKeyBlocked(&rows[t_i * n], n, blocks.data(), key0 + t_i);
+          }
+          const std::vector<float> qs = RandomFloats(static_cast<size_t>(n_q * n), rng);
+          const int64_t dst_stride = n_keys + 3;
+          std::vector<float> want(static_cast<size_t>(n_q * dst_stride), kPoison);
+          std::vector<float> got(want.size(), kPoison);
+          t->attn.dot_f16(rows.data(), n, n_keys, qs.data(), n_q, n, want.data(), dst_stride);
+          t->attn.dot_f16_blocked(blocks.data(), key0, n_keys, qs.data(), n_q, n, got.data(),
+                                  dst_stride);
+          for (size_t i = 0; i < want.size(); ++i) {
+            REQUIRE(std::memcmp(&got[i], &want[i], sizeof(float)) == 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+// A run that wraps around the end of a blocked ring (a sliding-window layer's cache) attends as
+// the same keys in rows.
+TEST_CASE("AttendGroup: a blocked K ring gives the rows' bits", "[kernels][attn]") {
+  auto rng = SeededRng(1128);
+  const KernelTable& k = cpu::Kernels();
+  constexpr int kHd = 64, kG = 3, kSlots = 300;  // not whole blocks: the engine rounds up
+  const int slots_alloc = (kSlots + 15) / 16 * 16;
+  const int n_keys = 290, first_slot = 250;  // keys in slots 250..299, then 0..239
+  const std::vector<uint16_t> kv = RandomHalves(static_cast<size_t>(2 * slots_alloc * kHd), rng);
+  const uint16_t* k_rows = kv.data();
+  const uint16_t* v_rows = kv.data() + slots_alloc * kHd;
+  std::vector<uint16_t> k_blocks(static_cast<size_t>(slots_alloc * kHd), 0x7e00);
+  for (int s = 0; s < kSlots; ++s) cpu::StoreKeyBlocked(&k_rows[s * kHd], kHd, k_blocks.data(), s);
+  cpu::KvRun rows_run;
+  rows_run.k0 = reinterpret_cast<const uint8_t*>(k_rows + first_slot * kHd);
+  rows_run.v0 = reinterpret_cast<const uint8_t*>(v_rows + first_slot * kHd);
+  rows_run.row_stride_bytes = kHd * sizeof(uint16_t);
+  rows_run.n_keys = n_keys;
+  rows_run.n_contig = kSlots - first_slot;
+  rows_run.k_wrap = reinterpret_cast<const uint8_t*>(k_rows);
+  rows_run.v_wrap = reinterpret_cast<const uint8_t*>(v_rows);
+  cpu::KvRun blocked_run = rows_run;
+  blocked_run.k0 = blocked_run.k_wrap = nullptr;
+  blocked_run.k_blocks = reinterpret_cast<const uint8_t*>(k_blocks.data());
+  blocked_run.k_slot0 = first_slot;
+  const std::vector<float> q = RandomFloats(kG * kHd, rng);
+  std::vector<float> scratch(cpu::AttnScratchFloats(n_keys, kG, kHd));
+  std::vector<float> want(kG * kHd), got(kG * kHd);
+  cpu::AttendGroup(k, false, q.data(), kG, rows_run, kHd, 0.125f, scratch.data(), want.data());
+  cpu::AttendGroup(k, false, q.data(), kG, blocked_run, kHd, 0.125f, scratch.data(), got.data());
+  REQUIRE(std::memcmp(got.data(), want.data(), sizeof(float) * want.size()) == 0);
+  // The control: a key written to the wrong slot changes the output.
+  cpu::StoreKeyBlocked(&k_rows[0], kHd, k_blocks.data(), 260);
+  cpu::AttendGroup(k, false, q.data(), kG, blocked_run, kHd, 0.125f, scratch.data(), got.data());
+  REQUIRE(std::memcmp(got.data(), want.data(), sizeof(float) * want.size()) != 0);
 }
 
 TEST_CASE("attention kernels: scores of n_q heads against float64, every ISA", "[kernels][attn]") {

@@ -88,6 +88,90 @@ void DotF16(const uint16_t* rows, size_t stride, int64_t n_rows, const float* qs
   }
 }
 
+// dot_f16_blocked: a 16-key block as two halves of 8 keys in the lanes. DotF16 sums key t as
+// lane partials P_i = Σ_c K_t[8c + i]·q[8c + i] (an FMA chain per lane i over the chunks c),
+// then TransposedSum8's ((P0 + P1) + (P2 + P3)) + ((P4 + P5) + (P6 + P7)). Here P_i is a vector
+// over 8 keys and the tree is vertical adds: DotF16's bits, without the widened copy or vhaddps.
+template <int J>
+struct HeadSums {
+  __m256 v[J];
+};
+
+template <int J, int I>
+inline HeadSums<J> HalfLeaf(const uint16_t* kh, const float* q, int64_t n) {
+  HeadSums<J> p;
+  for (int j = 0; j < J; ++j) p.v[j] = _mm256_setzero_ps();
+  for (int64_t c = 0; c < n / kLanes; ++c) {
+    const int64_t d = c * kLanes + I;
+    const __m256 k = LoadHalf8(kh + d * kAttnKeyBlock);
+    for (int j = 0; j < J; ++j) {
+      p.v[j] = _mm256_fmadd_ps(k, _mm256_broadcast_ss(&q[j * n + d]), p.v[j]);
+    }
+  }
+  return p;
+}
+
+template <int J, int B, int W>  // the lanes [B, B + W) of TransposedSum8's tree
+inline HeadSums<J> HalfTree(const uint16_t* kh, const float* q, int64_t n) {
+  if constexpr (W == 1) {
+    return HalfLeaf<J, B>(kh, q, n);
+  } else {
+    HeadSums<J> a = HalfTree<J, B, W / 2>(kh, q, n);
+    const HeadSums<J> b = HalfTree<J, B + W / 2, W / 2>(kh, q, n);
+    for (int j = 0; j < J; ++j) a.v[j] = _mm256_add_ps(a.v[j], b.v[j]);
+    return a;
+  }
+}
+
+template <int J>
+void DotBlockedHeads(const uint16_t* blocks, int64_t key0, int64_t n_keys, const float* q,
+                     int64_t n, float* dst, int64_t dst_stride) {
+  const int64_t block_elems = kAttnKeyBlock * n, end = key0 + n_keys;
+  const int64_t ahead = std::max<int64_t>(2048, block_elems);  // as DotF16's kPrefetchRows
+  for (int64_t b = key0 / kAttnKeyBlock; b * kAttnKeyBlock < end; ++b) {
+    const uint16_t* kb = blocks + b * block_elems;
+    const auto* pf = reinterpret_cast<const char*>(kb + ahead);
+    for (int64_t off = 0; off < block_elems * 2; off += 64) _mm_prefetch(pf + off, _MM_HINT_T0);
+    for (int h = 0; h < 2; ++h) {
+      const int64_t t0 = b * kAttnKeyBlock + h * kLanes;
+      if (t0 + kLanes <= key0 || t0 >= end) continue;
+      const HeadSums<J> s = HalfTree<J, 0, kLanes>(kb + h * kLanes, q, n);
+      if (t0 >= key0 && t0 + kLanes <= end) {
+        for (int j = 0; j < J; ++j) _mm256_storeu_ps(dst + j * dst_stride + (t0 - key0), s.v[j]);
+        continue;
+      }
+      // A half the run starts or ends in: its keys only.
+      const int64_t lo = std::max(key0, t0), hi = std::min(end, t0 + kLanes);
+      alignas(32) float sums[kLanes];
+      for (int j = 0; j < J; ++j) {
+        _mm256_store_ps(sums, s.v[j]);
+        std::memcpy(dst + j * dst_stride + (lo - key0), sums + (lo - t0),
+                    sizeof(float) * static_cast<size_t>(hi - lo));
+      }
+    }
+  }
+}
+
+void DotF16Blocked(const uint16_t* blocks, int64_t key0, int64_t n_keys, const float* qs, int n_q,
+                   int64_t n, float* dst, int64_t dst_stride) {
+  constexpr int kMaxJ = 3;  // 3 heads · (3 pending sums + a leaf) + a key and a broadcast: 14
+  for (int j0 = 0; j0 < n_q; j0 += kMaxJ) {
+    const float* q = qs + j0 * n;
+    float* d = dst + j0 * dst_stride;
+    switch (std::min(kMaxJ, n_q - j0)) {
+      case 1:
+        DotBlockedHeads<1>(blocks, key0, n_keys, q, n, d, dst_stride);
+        break;
+      case 2:
+        DotBlockedHeads<2>(blocks, key0, n_keys, q, n, d, dst_stride);
+        break;
+      default:
+        DotBlockedHeads<3>(blocks, key0, n_keys, q, n, d, dst_stride);
+        break;
+    }
+  }
+}
+
 // Heads [j0, j0 + J) over the 16 columns from i0: J·2 accumulators in registers.
 template <int J>
 void AxpyHeads(const float* p, int64_t p_stride, const uint16_t* rows, size_t stride,
@@ -201,6 +285,6 @@ float ExpShifted(float* x, int64_t n, float scale, float* max) {
 
 }  // namespace
 
-const AttnKernels kAttn = {&DotF16, &AxpyF16, &ExpShifted};
+const AttnKernels kAttn = {&DotF16, &AxpyF16, &DotF16Blocked, &ExpShifted};
 
 }  // namespace kx::cpu::avx2

@@ -106,6 +106,91 @@ void DotF16(const uint16_t* rows, size_t stride, int64_t n_rows, const float* qs
   }
 }
 
+// dot_f16_blocked: the keys of a block in the 16 lanes. DotF16 sums key t as lane partials
+// P_i = Σ_c K_t[16c + i]·q[16c + i] (one FMA chain per lane i over the chunks c), then
+// TransposedSum16's tree over the lanes: Sum(0, 1) with Sum(b, s) = Sum(b, 2s) + Sum(b + s, 2s)
+// down to the single lanes (((P0 + P8) + (P4 + P12)) + ...). Here P_i is a vector over 16 keys
+// (row i, c of the block: one load and widening, no copy) and the same tree is vertical adds,
+// so every key gets DotF16's bits.
+template <int J>
+struct HeadSums {
+  __m512 v[J];
+};
+
+template <int J, int I>
+inline HeadSums<J> BlockLeaf(const uint16_t* kb, const float* q, int64_t n) {
+  HeadSums<J> p;
+  for (int j = 0; j < J; ++j) p.v[j] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < n / kLanes; ++c) {
+    const int64_t d = c * kLanes + I;
+    const __m512 k = _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kb + d * kAttnKeyBlock)));
+    for (int j = 0; j < J; ++j) p.v[j] = _mm512_fmadd_ps(k, _mm512_set1_ps(q[j * n + d]), p.v[j]);
+  }
+  return p;
+}
+
+template <int J, int B, int S>
+inline HeadSums<J> BlockTree(const uint16_t* kb, const float* q, int64_t n) {
+  if constexpr (S == kLanes) {
+    return BlockLeaf<J, B>(kb, q, n);
+  } else {
+    HeadSums<J> a = BlockTree<J, B, 2 * S>(kb, q, n);
+    const HeadSums<J> b = BlockTree<J, B + S, 2 * S>(kb, q, n);
+    for (int j = 0; j < J; ++j) a.v[j] = _mm512_add_ps(a.v[j], b.v[j]);
+    return a;
+  }
+}
+
+// Heads [0, J) of q for keys [key0, key0 + n_keys).
+template <int J>
+void DotBlockedHeads(const uint16_t* blocks, int64_t key0, int64_t n_keys, const float* q,
+                     int64_t n, float* dst, int64_t dst_stride) {
+  const int64_t block_elems = kAttnKeyBlock * n, end = key0 + n_keys;
+  // About as far ahead as DotF16's kPrefetchRows rows of 64 dimensions.
+  const int64_t ahead = std::max<int64_t>(2048, block_elems);
+  for (int64_t b = key0 / kAttnKeyBlock; b * kAttnKeyBlock < end; ++b) {
+    const uint16_t* kb = blocks + b * block_elems;
+    const auto* pf = reinterpret_cast<const char*>(kb + ahead);
+    for (int64_t off = 0; off < block_elems * 2; off += 64) _mm_prefetch(pf + off, _MM_HINT_T0);
+    const HeadSums<J> s = BlockTree<J, 0, 1>(kb, q, n);
+    const int64_t t0 = b * kAttnKeyBlock;
+    if (t0 >= key0 && t0 + kAttnKeyBlock <= end) {
+      for (int j = 0; j < J; ++j) _mm512_storeu_ps(dst + j * dst_stride + (t0 - key0), s.v[j]);
+    } else {  // a first or last block that is not all keys of the run: its keys, packed
+      const int lo = static_cast<int>(std::max(key0, t0) - t0);
+      const int hi = static_cast<int>(std::min(end, t0 + kAttnKeyBlock) - t0);
+      const auto m = static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1));
+      for (int j = 0; j < J; ++j) {
+        _mm512_mask_compressstoreu_ps(dst + j * dst_stride + (t0 + lo - key0), m, s.v[j]);
+      }
+    }
+  }
+}
+
+void DotF16Blocked(const uint16_t* blocks, int64_t key0, int64_t n_keys, const float* qs, int n_q,
+                   int64_t n, float* dst, int64_t dst_stride) {
+  constexpr int kMaxJ = 4;  // 4 heads · (4 pending sums + a leaf) + a key and a broadcast
+  for (int j0 = 0; j0 < n_q; j0 += kMaxJ) {
+    const float* q = qs + j0 * n;
+    float* d = dst + j0 * dst_stride;
+    switch (std::min(kMaxJ, n_q - j0)) {
+      case 1:
+        DotBlockedHeads<1>(blocks, key0, n_keys, q, n, d, dst_stride);
+        break;
+      case 2:
+        DotBlockedHeads<2>(blocks, key0, n_keys, q, n, d, dst_stride);
+        break;
+      case 3:
+        DotBlockedHeads<3>(blocks, key0, n_keys, q, n, d, dst_stride);
+        break;
+      default:
+        DotBlockedHeads<4>(blocks, key0, n_keys, q, n, d, dst_stride);
+        break;
+    }
+  }
+}
+
 // Heads [j0, j0 + J) over the 64 columns from i0: J·4 accumulators in registers. kWhole: all
 // 64 columns exist, so the rows take plain loads (as DotF16's).
 template <int J, bool kWhole>
@@ -222,6 +307,6 @@ float ExpShifted(float* x, int64_t n, float scale, float* max) {
 
 }  // namespace
 
-const AttnKernels kAttn = {&DotF16, &AxpyF16, &ExpShifted};
+const AttnKernels kAttn = {&DotF16, &AxpyF16, &DotF16Blocked, &ExpShifted};
 
 }  // namespace kx::cpu::avx512

@@ -21,6 +21,20 @@ void DotF16(const uint16_t* rows, size_t stride, int64_t n_rows, const float* qs
   }
 }
 
+// DotF16's sums, key by key, from the blocked layout.
+void DotF16Blocked(const uint16_t* blocks, int64_t key0, int64_t n_keys, const float* qs, int n_q,
+                   int64_t n, float* dst, int64_t dst_stride) {
+  for (int j = 0; j < n_q; ++j) {
+    const float* q = qs + j * n;
+    for (int64_t t = key0; t < key0 + n_keys; ++t) {
+      const uint16_t* k = blocks + t / kAttnKeyBlock * kAttnKeyBlock * n + t % kAttnKeyBlock;
+      float acc = 0.0f;
+      for (int64_t i = 0; i < n; ++i) acc += HalfToFloat(k[i * kAttnKeyBlock]) * q[i];
+      dst[j * dst_stride + t - key0] = acc;
+    }
+  }
+}
+
 void AxpyF16(const float* p, int64_t p_stride, const uint16_t* rows, size_t stride, int64_t n_rows,
              int n_y, int64_t n, float* ys, int64_t y_stride) {
   for (int j = 0; j < n_y; ++j) {
@@ -50,6 +64,6 @@ float ExpShifted(float* x, int64_t n, float scale, float* max) {
 
 }  // namespace
 
-const AttnKernels kAttn = {&DotF16, &AxpyF16, &ExpShifted};
+const AttnKernels kAttn = {&DotF16, &AxpyF16, &DotF16Blocked, &ExpShifted};
 
 }  // namespace kx::cpu::ref
