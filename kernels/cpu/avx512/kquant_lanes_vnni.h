@@ -33,11 +33,12 @@ struct Q4KBytesVnni {
   // One super-block of one column. Vector v: 0 = low nibbles of v0 (block 2c, elements
   // 0..15 in 128-bit chunk c), 1 = low nibbles of v1 (block 2c, elements 16..31), 2 and 3 the
   // high nibbles (block 2c+1); xl[v] / xh[v] hold the activations' low / high bytes in that
-  // order. dx and s as in Q4KLanes::Prep.
+  // order. dx: d_x of block j at lanes 2j and 2j+1 (F's order: one product f·dx gives both
+  // Q4KLanes' fe·dx[0] and fo·dx[1], bit for bit, before their permutes); s as in Q4KLanes.
   struct alignas(64) Prep {
     __m512i xl[4];
     __m512i xh[4];
-    __m512 dx[2];
+    __m512 dx;
     __m512 s;
   };
 
@@ -57,7 +58,8 @@ struct Q4KBytesVnni {
       _mm_store_si128(reinterpret_cast<__m128i*>(xh + at), _mm256_castsi256_si128(hi));
       _mm_store_si128(reinterpret_cast<__m128i*>(xh + at + 64), _mm256_extracti128_si256(hi, 1));
     }
-    for (int odd = 0; odd < 2; ++odd) dst->dx[odd] = GatherAct(a, LoadI(kLane.q4_dx[odd]));
+    // d (the first float) of block l / 2: q4_s's offsets of s (the second), less 4 bytes.
+    dst->dx = GatherAct(a, _mm512_sub_epi32(LoadI(kLane.q4_s), _mm512_set1_epi32(4)));
     dst->s = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xAAAA, LoadI(kLane.q4_s), a, 1);
   }
 
@@ -65,18 +67,26 @@ struct Q4KBytesVnni {
   [[gnu::always_inline]] static inline void Dot(const uint8_t* p, const Prep* const (&x)[C],
                                                 __m512 (&acc)[C]) {
     static_assert(kVnni, "vpdpbusd: the VNNI table only");
-    // F as in Q4KLanes::Dot.
-    const uint8_t* s = p + 4;
-    const uint32_t a = LoadU32(s), b = LoadU32(s + 4), c = LoadU32(s + 8);
-    constexpr uint32_t k6 = 0x3f3f3f3f, k4 = 0x0f0f0f0f, kTop = 0x30303030;
-    const uint64_t sc = (a & k6) | static_cast<uint64_t>((c & k4) | ((a >> 2) & kTop)) << 32;
-    const uint64_t m = (b & k6) | static_cast<uint64_t>(((c >> 4) & k4) | ((b >> 2) & kTop)) << 32;
-    const __m128i scm = _mm_unpacklo_epi8(_mm_cvtsi64_si128(static_cast<long long>(sc)),
-                                          _mm_cvtsi64_si128(static_cast<long long>(m)));
+    // F as in Q4KLanes::Dot, its (sc_j, m_j) byte pairs unpacked from the 12 scale bytes in
+    // one vector: bytes 2j / 2j+1 take scales[j] / scales[j+4] (& 63) for j < 4, and for
+    // j >= 4 the low / high nibble of scales[j+4] with bits 6-7 of scales[j-4] / scales[j]
+    // on top (kq::ScaleMin6).
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));  // d, dmin, scales
+    const __m128i a0 = _mm_shuffle_epi8(
+        h, _mm_setr_epi8(4, 8, 5, 9, 6, 10, 7, 11, 12, 12, 13, 13, 14, 14, 15, 15));
+    const __m128i nib = _mm_mask_blend_epi8(0xAA00, a0, _mm_srli_epi16(a0, 4));
+    const __m128i low = _mm_and_si128(
+        nib, _mm_setr_epi8(63, 63, 63, 63, 63, 63, 63, 63, 15, 15, 15, 15, 15, 15, 15, 15));
+    constexpr char kZ = -128;  // pshufb: a zero byte
+    const __m128i top = _mm_srli_epi16(
+        _mm_shuffle_epi8(h,
+                         _mm_setr_epi8(kZ, kZ, kZ, kZ, kZ, kZ, kZ, kZ, 4, 8, 5, 9, 6, 10, 7, 11)),
+        2);
+    constexpr int kOrAnd = 0xF8;  // a | (b & c)
+    const __m128i scm = _mm_ternarylogic_epi32(low, top, _mm_set1_epi8(0x30), kOrAnd);
     const __m512 dd = _mm512_cvtph_ps(_mm256_set1_epi32(static_cast<int>(LoadU32(p))));
     const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(scm)), dd);
-    const __m512 fe = _mm512_permutexvar_ps(LoadI(kLane.q4_fe), f);
-    const __m512 fo = _mm512_permutexvar_ps(LoadI(kLane.q4_fo), f);
+    const __m512i ie = LoadI(kLane.q4_fe), io = LoadI(kLane.q4_fo);
 
     const __m512i va = _mm512_loadu_si512(p + kQs);
     const __m512i vb = _mm512_loadu_si512(p + kQs + 64);
@@ -97,8 +107,9 @@ struct Q4KBytesVnni {
       __m512i so = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[2], xp.xh[2]);
       so = _mm512_slli_epi32(_mm512_dpbusd_epi32(so, w[3], xp.xh[3]), 8);
       so = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(so, xp.xl[2], w[2]), xp.xl[3], w[3]);
-      __m512 r = _mm512_fmadd_ps(_mm512_cvtepi32_ps(se), _mm512_mul_ps(fe, xp.dx[0]), acc[col]);
-      r = _mm512_fmadd_ps(_mm512_cvtepi32_ps(so), _mm512_mul_ps(fo, xp.dx[1]), r);
+      const __m512 fdx = _mm512_mul_ps(f, xp.dx);
+      __m512 r = _mm512_fmadd_ps(_mm512_cvtepi32_ps(se), _mm512_permutexvar_ps(ie, fdx), acc[col]);
+      r = _mm512_fmadd_ps(_mm512_cvtepi32_ps(so), _mm512_permutexvar_ps(io, fdx), r);
       acc[col] = _mm512_fnmadd_ps(f, xp.s, r);
     }
   }
