@@ -11,13 +11,12 @@
 // A working set larger than one matrix is made of copies of it, walked in
 // turn like a model's layers, so the big sets come from DRAM. --model
 // qwen1.5b measures Qwen2.5-1.5B Q4_K_M's decode shapes instead (Q4_K
-// gate/up, Q6_K down, the Q6_K LM head): one matrix (from the caches where it
-// fits) and --dram-mib of copies (default 1024: past any L3 we have seen,
-// e.g. a 260 MiB one). --huge-pages puts the weights in 2 MiB transparent
-// huge pages, as kairox-bench --mmap 0 (MappedFile::Mode::kRead) holds a
-// model; the read probe keeps its own (small-page) buffer.
-#include <sys/mman.h>
-
+// gate/up, Q4_K and Q6_K down, Q4_K attn_q/attn_output, the Q6_K LM head):
+// a few rows of it that stay in the L2 (the kernel's compute rate), one
+// matrix (from the caches where it fits) and --dram-mib of copies (default
+// 1024: past any L3 we have seen, e.g. a 260 MiB one). --huge-pages puts the weights in 2 MiB
+// transparent huge pages, as kairox-bench --mmap 0 (MappedFile::Mode::kRead) holds a model; the
+// read probe is on 2 MiB pages either way (bandwidth.cc).
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -31,6 +30,7 @@
 #include <vector>
 
 #include "base/cpu_features.h"
+#include "base/huge_pages.h"
 #include "base/timer.h"
 #include "kernels/cpu/bandwidth.h"
 #include "kernels/cpu/kernels.h"
@@ -56,44 +56,34 @@ constexpr int64_t kRowAlign = 16;  // thread shares start at a multiple of this
 
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr int kSamplesPerRepeat = 5;
-constexpr uint64_t kHugePage = 2 * kMiB;
 
 bool g_huge_pages = false;  // --huge-pages
 
 // The weights' allocator: operator new, or under --huge-pages whole 2 MiB
-// pages (mmap, madvise(MADV_HUGEPAGE) before the first touch).
+// pages (kx::AllocHugePages: MADV_HUGEPAGE before the first touch), as
+// MappedFile::Mode::kRead holds a model. The mode is fixed before the first
+// allocation, so deallocate knows which one made a buffer.
 template <class T>
 struct WeightAlloc {
   using value_type = T;
   WeightAlloc() = default;
   template <class U>
   WeightAlloc(const WeightAlloc<U>&) {}  // NOLINT: allocator rebinding
-  static uint64_t Len(size_t n) { return (n * sizeof(T) + kHugePage - 1) / kHugePage * kHugePage; }
   T* allocate(size_t n) {
     if (!g_huge_pages) return static_cast<T*>(::operator new(n * sizeof(T)));
-    // 2 MiB more than needed, so that a 2 MiB-aligned start exists inside.
-    void* p = ::mmap(nullptr, Len(n) + kHugePage, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw std::bad_alloc();
-    const uintptr_t a = (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) / kHugePage * kHugePage;
-    (void)::madvise(reinterpret_cast<void*>(a), Len(n), MADV_HUGEPAGE);
-    T* t = reinterpret_cast<T*>(a);
-    bases_.push_back({t, p});
-    return t;
+    uint8_t* p = AllocHugePages(n * sizeof(T));
+    if (p == nullptr) throw std::bad_alloc();
+    return reinterpret_cast<T*>(p);
   }
   void deallocate(T* t, size_t n) {
-    for (size_t i = 0; i < bases_.size(); ++i) {
-      if (bases_[i].first == t) {
-        ::munmap(bases_[i].second, Len(n) + kHugePage);
-        bases_.erase(bases_.begin() + static_cast<std::ptrdiff_t>(i));
-        return;
-      }
+    if (!g_huge_pages) {
+      ::operator delete(t);
+      return;
     }
-    ::operator delete(t);
+    FreeHugePages(reinterpret_cast<const uint8_t*>(t), n * sizeof(T));
   }
   bool operator==(const WeightAlloc&) const { return true; }
   bool operator!=(const WeightAlloc&) const { return false; }
-  static inline std::vector<std::pair<T*, void*>> bases_;  // huge buffers: start, mapping
 };
 using WeightBytes = std::vector<uint8_t, WeightAlloc<uint8_t>>;
 
@@ -276,12 +266,28 @@ int Main(int argc, char** argv) {
     std::fflush(stdout);
     results.push_back({TypeName(k.type), IsaName(isa), s.name, used, g, ceil, g2, ceil2});
   };
-  // Qwen2.5-1.5B Q4_K_M: hidden 1536, FFN 8960, vocabulary 151936.
+  // Qwen2.5-1.5B Q4_K_M: hidden 1536, FFN 8960, vocabulary 151936. Half its layers have a
+  // Q4_K ffn_down, half a Q6_K one; attn_q / attn_output are Q4_K 1536x1536.
   const Shape kQwenGateUp{"8960x1536", 8960, 1536};    // ffn_gate / ffn_up, Q4_K
-  const Shape kQwenDown{"1536x8960", 1536, 8960};      // ffn_down, Q6_K
+  const Shape kQwenDown{"1536x8960", 1536, 8960};      // ffn_down, Q4_K or Q6_K
+  const Shape kQwenAttn{"1536x1536", 1536, 1536};      // attn_q / attn_output, Q4_K
   const Shape kQwenHead{"151936x1536", 151936, 1536};  // output (LM head), Q6_K
-  const std::pair<GgmlType, Shape> kQwen[] = {
-      {GgmlType::kQ4_K, kQwenGateUp}, {GgmlType::kQ6_K, kQwenDown}, {GgmlType::kQ6_K, kQwenHead}};
+  const std::pair<GgmlType, Shape> kQwen[] = {{GgmlType::kQ4_K, kQwenGateUp},
+                                              {GgmlType::kQ4_K, kQwenDown},
+                                              {GgmlType::kQ6_K, kQwenDown},
+                                              {GgmlType::kQ4_K, kQwenAttn},
+                                              {GgmlType::kQ6_K, kQwenHead}};
+  // The same widths with few enough rows to stay in the L2 (~0.5 MB): the kernel's compute
+  // rate, which a DRAM-bound run can reach only if it overlaps the reads fully.
+  constexpr uint64_t kL2Bytes = 512 * 1024;
+  auto l2_shape = [](GgmlType ty, const Shape& s, std::string* name) {
+    const uint64_t row =
+        static_cast<uint64_t>(s.n / GetTypeInfo(ty).block_size) * GetTypeInfo(ty).block_bytes;
+    const int64_t rows = std::max<int64_t>(
+        kRowAlign * kThreads2, static_cast<int64_t>(kL2Bytes / row) / kRowAlign * kRowAlign);
+    *name = std::to_string(rows) + "x" + std::to_string(s.n);
+    return Shape{name->c_str(), std::min(rows, s.rows), s.n};
+  };
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni}) {
     const cpu::KernelTable* t = cpu::KernelsFor(isa);
     if (t == nullptr || (only_isa && std::strcmp(only_isa, IsaName(isa)) != 0)) continue;
@@ -289,6 +295,8 @@ int Main(int argc, char** argv) {
       if (isa == Isa::kScalar && only_isa == nullptr) continue;  // minutes per row
       for (const auto& [ty, s] : kQwen) {
         if (only && std::strcmp(only, TypeName(ty)) != 0) continue;
+        std::string l2_name;
+        row(*t->For(ty), isa, l2_shape(ty, s, &l2_name), 0, true);
         row(*t->For(ty), isa, s, 0, true);
         row(*t->For(ty), isa, s, dram_mib * kMiB, true);
       }

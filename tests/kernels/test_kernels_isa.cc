@@ -11,6 +11,7 @@
 #include "base/cpu_features.h"
 #include "kernel_test_util.h"
 #include "kernels/cpu/internal.h"
+#include "kernels/cpu/kquants.h"
 #include "test_util.h"
 
 namespace kx::test {
@@ -356,6 +357,63 @@ TEST_CASE("CPU-dependent kernel variants match the scalar reference", "[kernels]
             REQUIRE(ym[c * rows + i] == y[i]);
           }
         }
+      }
+    }
+  }
+}
+
+// The VNNI table's Q4_K runs on nibble bytes and byte-split activations (vpdpbusd,
+// avx512/kquant_lanes_vnni.h), the AVX-512 table's on int16 words; its Q6_K on vpdpwssd, the
+// AVX-512 one on vpmaddwd + vpaddd. The same int32 lanes and float steps, so every result
+// must be bit-identical — on random rows, and at the limits (every nibble or 6-bit q at its
+// maximum, every activation ±32767: low bytes 0x01 / 0xff).
+TEST_CASE("VNNI Q4_K and Q6_K equal the AVX-512 ones bit for bit", "[kernels][isa]") {
+  const KernelTable* vnni = cpu::KernelsFor(Isa::kAvx512Vnni);
+  if (vnni == nullptr) {
+    WARN("no AVX-512 VNNI on this CPU: the byte kernel is not built into any table here");
+    return;
+  }
+  auto rng = SeededRng(910);
+  for (GgmlType ty : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    const TypeKernels* kb = vnni->For(ty);
+    const TypeKernels* kw = cpu::KernelsFor(Isa::kAvx512)->For(ty);
+    for (int64_t n : SizesFor(ty)) {
+      for (int extreme = 0; extreme < 2; ++extreme) {
+        const int64_t rows = 1 + static_cast<int64_t>(rng() % 9);
+        const int64_t ncols = 1 + static_cast<int64_t>(rng() % 7);  // below kGemmMinCols
+        INFO(TypeName(ty) << " n=" << n << " rows=" << rows << " ncols=" << ncols
+                          << " extreme=" << extreme);
+        const size_t rb = RowBytes(ty, n);
+        std::vector<uint8_t> w = RandomRows(ty, n, rows, rng);
+        if (extreme && ty == GgmlType::kQ4_K) {
+          for (size_t off = 0; off < w.size(); off += cpu::Q4KLayout::kBlockBytes) {
+            std::memset(&w[off + cpu::Q4KLayout::kQs], 0xff, 128);
+          }
+        } else if (extreme) {
+          for (size_t off = 0; off < w.size(); off += cpu::Q6KLayout::kBlockBytes) {
+            std::memset(&w[off + cpu::Q6KLayout::kQl], 0xff, 192);  // ql, qh: every q = 63
+          }
+        }
+        const size_t stride = kb->act_bytes(n);
+        REQUIRE(stride == kw->act_bytes(n));
+        std::vector<uint8_t> acts(stride * ncols);
+        for (int64_t c = 0; c < ncols; ++c) {
+          std::vector<float> x = RandomActs(n, rng);
+          // ±3 in blocks whose max is 3: q = ±32767 (low byte 0xff / 0x01).
+          if (extreme) {
+            for (auto& v : x) v = (rng() & 1) ? 3.0f : -3.0f;
+          }
+          kb->quantize_act(x.data(), n, acts.data() + c * stride);
+        }
+        std::vector<float> yb = Poisoned(rows * ncols), yw = Poisoned(rows * ncols);
+        kb->matmul(w.data(), rb, n, rows, acts.data(), stride, ncols, yb.data(), rows);
+        kw->matmul(w.data(), rb, n, rows, acts.data(), stride, ncols, yw.data(), rows);
+        CheckGuard(yb, rows * ncols);
+        for (int64_t i = 0; i < rows * ncols; ++i) REQUIRE(yb[i] == yw[i]);
+        std::vector<float> y1 = Poisoned(rows);
+        kb->matvec(w.data(), rb, n, rows, acts.data(), y1.data());
+        CheckGuard(y1, rows);
+        for (int64_t i = 0; i < rows; ++i) REQUIRE(y1[i] == yw[i]);
       }
     }
   }

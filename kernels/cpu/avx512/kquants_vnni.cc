@@ -1,13 +1,15 @@
-// AVX-512 VNNI Q4_K and Q6_K kernels (vpdpwssd): matvec and small matmuls in
-// lane order (kquant_lanes.h), matmul on kGemmMinCols columns or more
-// through kquant_gemm.h.
+// AVX-512 VNNI Q4_K and Q6_K kernels: matvec and small matmuls in lane order
+// (Q4_K on bytes with vpdpbusd, kquant_lanes_vnni.h; Q6_K on words with
+// vpdpwssd, kquant_lanes.h), matmul on kGemmMinCols columns or more through
+// kquant_gemm.h.
 #include "kernels/cpu/avx512/kquant_gemm.h"
 #include "kernels/cpu/avx512/kquant_lanes.h"
+#include "kernels/cpu/avx512/kquant_lanes_vnni.h"
 
 namespace kx::cpu::avx512 {
 namespace {
 
-using Q4KSmall = KLaneEntry<Q4KLanes, true>;
+using Q4KSmall = KLaneEntry<Q4KBytesVnni, true>;
 using Q6KSmall = KLaneEntry<Q6KLanes, true>;
 
 }  // namespace
