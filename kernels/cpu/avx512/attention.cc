@@ -19,10 +19,12 @@ constexpr int kBlockRows = 16;
 
 constexpr int64_t kPrefetchRows = 32;
 
-// Every cache line of n F16 elements from p.
+// Every cache line of n F16 elements from p, towards L2 (T1): into L1 (T0) the 1-thread pass
+// over a 94 MB cache (bench_attention, SmolLM2's shape at depth 4096) took 8.6 ms against
+// 7.9-8.1 with T1, at any distance from 4 to 16 KiB; without software prefetch 10.7.
 inline void PrefetchRow(const uint16_t* p, int64_t n) {
   const auto* b = reinterpret_cast<const char*>(p);
-  for (int64_t off = 0; off < n * 2; off += 64) _mm_prefetch(b + off, _MM_HINT_T0);
+  for (int64_t off = 0; off < n * 2; off += 64) _mm_prefetch(b + off, _MM_HINT_T1);
 }
 
 __mmask16 TailMask(int64_t left) {
@@ -152,7 +154,8 @@ void DotBlockedHeads(const uint16_t* blocks, int64_t key0, int64_t n_keys, const
   for (int64_t b = key0 / kAttnKeyBlock; b * kAttnKeyBlock < end; ++b) {
     const uint16_t* kb = blocks + b * block_elems;
     const auto* pf = reinterpret_cast<const char*>(kb + ahead);
-    for (int64_t off = 0; off < block_elems * 2; off += 64) _mm_prefetch(pf + off, _MM_HINT_T0);
+    for (int64_t off = 0; off < block_elems * 2; off += 64)
+      _mm_prefetch(pf + off, _MM_HINT_T1);  // as PrefetchRow
     const HeadSums<J> s = BlockTree<J, 0, 1>(kb, q, n);
     const int64_t t0 = b * kAttnKeyBlock;
     if (t0 >= key0 && t0 + kAttnKeyBlock <= end) {
