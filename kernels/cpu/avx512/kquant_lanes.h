@@ -306,7 +306,11 @@ struct KLaneTiles {
       for (int r = 0; r < R; ++r) {
         const uint8_t* p = t.w + (r0 + r) * t.row_bytes + sb * T::kBlockBytes;
         const char* f = reinterpret_cast<const char*>(p) + kPrefetchTiles * R * t.row_bytes;
-        for (size_t o = 0; o < T::kBlockBytes; o += kLine) _mm_prefetch(f + o, _MM_HINT_T0);
+        // Towards L2 (T1), not L1: a T0 prefetch holds one of the few L1 fill buffers for the
+        // whole DRAM latency, which capped one thread below the read bandwidth (2026-11-27,
+        // kairox-bench tg, 1 thread, alternating: Qwen 1.5B 11.3-12.6 → 12.7-12.8 t/s, Gemma 3
+        // 270M +6 %, SmolLM2 +4-8 %).
+        for (size_t o = 0; o < T::kBlockBytes; o += kLine) _mm_prefetch(f + o, _MM_HINT_T1);
         T::template Dot<kVnni, C>(p, xp, acc[r]);
       }
     }
