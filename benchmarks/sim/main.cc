@@ -139,7 +139,8 @@ int main(int argc, char** argv) {
       ->type_name("a,b,...");
   app.add_option("--cpu-profile", cpu_profile,
                  "the CPU's measured rates (JSON, docs/sim.md \"The calibrated CPU model\"); "
-                 "required with --ram-budget")
+                 "required with --ram-budget; otherwise its FFN rate curve replaces "
+                 "--cpu-gb-per-s for the CPU's share of the split FFN")
       ->type_name("PATH");
   kx::cli::AddNumber(app, "--disk-gb-per-s", &disk.disk_gb_per_s,
                      "RAM tier: the disk's O_DIRECT read bandwidth (bench_io's sequential)");
@@ -253,8 +254,13 @@ int main(int argc, char** argv) {
   for (const std::string& profile_name : SplitList(profiles)) {
     auto profile = kx::LoadDeviceProfile(profile_name);
     if (!profile.ok()) return Fail(profile.status().ToString());
-    const kx::sim::SimHardware hw =
+    kx::sim::SimHardware hw =
         kx::sim::SimHardware::From(*profile, cpu_gb_per_s, launch_us * kMicro);
+    if (!cpu_profile.empty()) {  // the calibrated FFN rate curve replaces --cpu-gb-per-s
+      auto rates = kx::sim::LoadCpuRates(cpu_profile);
+      if (!rates.ok()) return Fail(rates.status().ToString());
+      hw.cpu_ffn.ffn_rate = rates->ffn_rate;
+    }
     for (const std::string& name : policy_list) {
       for (double budget : budget_list) {
         kx::sim::SimConfig config;
