@@ -302,6 +302,8 @@ int main(int argc, char** argv) {
                                  {"hidden_bytes", costs.hidden_bytes},
                                  {"attn_bytes", costs.attn_bytes},
                                  {"head_bytes", costs.head_bytes},
+                                 {"kv_bytes_per_ctx", shape.kv_bytes_per_ctx},
+                                 {"n_ff", t.n_ff[0]},
                                  {"non_ffn_us", non_ffn_us},
                                  {"per_token_us", per_token_us},
                                  {"cpu_gb_per_s", cpu_gb_per_s},
