@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "absl/strings/str_format.h"
 #include "sim/disk_tier.h"
 
 namespace kx::sim_cli {

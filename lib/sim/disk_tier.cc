@@ -17,6 +17,7 @@
 #include <tuple>
 
 #include "absl/strings/str_format.h"
+#include "base/check.h"
 #include "policy/residency.h"
 
 namespace kx::sim {
