@@ -38,6 +38,12 @@ int RunDiskMode(const DiskModeArgs& args, const sim::SimTrace& trace, const Mode
     std::fprintf(stderr, "kairox-sim: error: no sidecar calibration frequency to place with\n");
     return 1;
   }
+  if (!(args.disk_gb_per_s > 0) || !(args.disk_latency_us >= 0) || !(args.copy_gb_per_s >= 0)) {
+    std::fprintf(stderr,
+                 "kairox-sim: error: --disk-gb-per-s must be > 0, --disk-latency-us and "
+                 "--copy-gb-per-s >= 0\n");
+    return 1;
+  }
   sim::DiskLink disk{args.disk_gb_per_s * kGiga, args.disk_latency_us * kMicro};
   sim::BundleFile file;
   file.stride = shape.bundle_stride;

@@ -214,6 +214,8 @@ int main(int argc, char** argv) {
     if (cpu_profile.empty()) return Fail("--ram-budget needs --cpu-profile PATH");
     if (!(disk.disk_gb_per_s > 0)) return Fail("--ram-budget needs --disk-gb-per-s > 0");
     if (json) return Fail("--ram-budget prints a table or --csv, not --json");
+    if (t.group_size != t.trace_group_size)  // the tier reads the sidecar's own bundles
+      return Fail("--ram-budget replays the sidecar's groups: drop --group-size");
     auto rates = kx::sim::LoadCpuRates(cpu_profile);
     if (!rates.ok()) return Fail(rates.status().ToString());
     const kx::sim::CpuModel cpu = rates->ToModel({.attn_bytes = shape.attn_bytes,
