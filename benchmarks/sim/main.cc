@@ -10,9 +10,11 @@
 #include <vector>
 
 #include "common/cli_app.h"
+#include "disk_mode.h"
 #include "nlohmann/json.hpp"
 #include "policy/policy.h"
 #include "shape.h"
+#include "sim/cpu_model.h"
 #include "sim/sim_report.h"
 #include "sim/simulator.h"
 
@@ -69,6 +71,10 @@ int main(int argc, char** argv) {
   double non_ffn_us = -1, per_token_us = -1, lambda = kx::policy::PolicyOptions{}.lambda;
   int64_t neuron_bytes = 0, first_step = 0, steps = 0, group_size = 0;
   bool csv = false, json = false, no_sidecar = false, lookahead = false, evict_needed = false;
+  std::string ram_budgets, cpu_profile;
+  kx::sim_cli::DiskModeArgs disk;
+  bool no_prefetch = false, no_speculate = false;
+  int64_t time_from_step = 0;
   app.add_option("trace,-t,--trace", trace_path, "activity trace (.kxtr) to replay")
       ->required()
       ->type_name("PATH");
@@ -127,6 +133,26 @@ int main(int argc, char** argv) {
   app.add_flag("--lookahead", lookahead,
                "plan each layer one layer ahead, as the engine does (adjacent prediction): its "
                "loads can land before it runs");
+  app.add_option("--ram-budget", ram_budgets,
+                 "RAM tier mode: RAM budgets in % of each layer's bundles (the engine's "
+                 "--ram-budget P%); replays the bundle tier against the disk and the CPU profile")
+      ->type_name("a,b,...");
+  app.add_option("--cpu-profile", cpu_profile,
+                 "the CPU's measured rates (JSON, docs/sim.md \"The calibrated CPU model\"); "
+                 "required with --ram-budget; otherwise its FFN rate curve replaces "
+                 "--cpu-gb-per-s for the CPU's share of the split FFN")
+      ->type_name("PATH");
+  kx::cli::AddNumber(app, "--disk-gb-per-s", &disk.disk_gb_per_s,
+                     "RAM tier: the disk's O_DIRECT read bandwidth (bench_io's sequential)");
+  kx::cli::AddNumber(app, "--disk-latency-us", &disk.disk_latency_us,
+                     "RAM tier: per read, before the first byte (bench_io's depth-1 reads)");
+  kx::cli::AddNumber(app, "--copy-gb-per-s", &disk.copy_gb_per_s,
+                     "RAM tier: mirror-to-slot copies of admitted groups (0: free)");
+  app.add_flag("--no-prefetch", no_prefetch, "RAM tier: reads start when the layer runs");
+  app.add_flag("--no-speculate", no_speculate,
+               "RAM tier: no speculative layer-0 reads (KAIROX_TIER_SPECULATE=0)");
+  kx::cli::AddInt(app, "--time-from-step", &time_from_step, 0, UINT32_MAX,
+                  "RAM tier: replay every step, time those from this step (the decode)");
   app.add_flag("--csv", csv, "print CSV instead of a markdown table");
   app.add_flag("--json", json, "print JSON instead of a markdown table");
   if (const int rc = kx::cli::Parse(app, argc, argv); rc >= 0) return rc;
@@ -184,6 +210,33 @@ int main(int argc, char** argv) {
   } else {
     policy_list = SplitList(policies);
   }
+  if (!ram_budgets.empty()) {
+    if (cpu_profile.empty()) return Fail("--ram-budget needs --cpu-profile PATH");
+    if (!(disk.disk_gb_per_s > 0)) return Fail("--ram-budget needs --disk-gb-per-s > 0");
+    if (json) return Fail("--ram-budget prints a table or --csv, not --json");
+    if (t.group_size != t.trace_group_size)  // the tier reads the sidecar's own bundles
+      return Fail("--ram-budget replays the sidecar's groups: drop --group-size");
+    auto rates = kx::sim::LoadCpuRates(cpu_profile);
+    if (!rates.ok()) return Fail(rates.status().ToString());
+    const kx::sim::CpuModel cpu = rates->ToModel({.attn_bytes = shape.attn_bytes,
+                                                  .kv_bytes_per_ctx = shape.kv_bytes_per_ctx,
+                                                  .head_bytes = shape.head_bytes});
+    disk.policies = policy_list;
+    for (const std::string& b : SplitList(ram_budgets)) {
+      char* end = nullptr;
+      const double v = std::strtod(b.c_str(), &end);
+      if (end == b.c_str() || *end != '\0' || !(v >= 0 && v <= kPercent))
+        return Fail("--ram-budget: '" + b + "' is not a percentage in [0, 100]");
+      disk.budgets.push_back(v / kPercent);
+    }
+    disk.prefetch = !no_prefetch;
+    disk.speculate = !no_speculate;
+    // The engine places from the sidecar: the oracle only when asked for by name.
+    disk.trace_placement = app.count("--placement") > 0 && placement == "trace";
+    disk.time_from_step = static_cast<uint32_t>(time_from_step);
+    disk.csv = csv;
+    return kx::sim_cli::RunDiskMode(disk, t, shape, cpu);
+  }
   std::vector<double> budget_list;
   for (const std::string& b : SplitList(budgets)) {
     char* end = nullptr;
@@ -203,8 +256,13 @@ int main(int argc, char** argv) {
   for (const std::string& profile_name : SplitList(profiles)) {
     auto profile = kx::LoadDeviceProfile(profile_name);
     if (!profile.ok()) return Fail(profile.status().ToString());
-    const kx::sim::SimHardware hw =
+    kx::sim::SimHardware hw =
         kx::sim::SimHardware::From(*profile, cpu_gb_per_s, launch_us * kMicro);
+    if (!cpu_profile.empty()) {  // the calibrated FFN rate curve replaces --cpu-gb-per-s
+      auto rates = kx::sim::LoadCpuRates(cpu_profile);
+      if (!rates.ok()) return Fail(rates.status().ToString());
+      hw.cpu_ffn.ffn_rate = rates->ffn_rate;
+    }
     for (const std::string& name : policy_list) {
       for (double budget : budget_list) {
         kx::sim::SimConfig config;
@@ -246,6 +304,8 @@ int main(int argc, char** argv) {
                                  {"hidden_bytes", costs.hidden_bytes},
                                  {"attn_bytes", costs.attn_bytes},
                                  {"head_bytes", costs.head_bytes},
+                                 {"kv_bytes_per_ctx", shape.kv_bytes_per_ctx},
+                                 {"n_ff", t.n_ff[0]},
                                  {"non_ffn_us", non_ffn_us},
                                  {"per_token_us", per_token_us},
                                  {"cpu_gb_per_s", cpu_gb_per_s},

@@ -43,6 +43,16 @@ absl::StatusOr<ModelShape> ReadModelShape(const std::string& model_path,
     if (name.starts_with("blk.") && std::sscanf(t.name.c_str(), "blk.%d.", &layer) == 1)
       s.n_layer = std::max(s.n_layer, layer + 1);
   }
+  // The K/V cache row of one token: n_embd · n_head_kv / n_head elements each, f16.
+  if (auto arch = f.GetString("general.architecture"); arch.ok()) {
+    const std::string a(*arch);
+    auto heads = f.GetUint(a + ".attention.head_count");
+    auto kv_heads = f.GetUint(a + ".attention.head_count_kv");
+    if (heads.ok() && kv_heads.ok() && *heads > 0) {
+      constexpr uint64_t kF16Bytes = 2;
+      s.kv_bytes_per_ctx = 2 * static_cast<uint64_t>(s.n_embd) * *kv_heads / *heads * kF16Bytes;
+    }
+  }
   const GgufTensorInfo* head = f.FindTensor("output.weight");
   if (head == nullptr) head = f.FindTensor("token_embd.weight");  // tied embeddings
   if (head != nullptr) s.head_bytes += head->size_bytes;
@@ -62,6 +72,10 @@ absl::StatusOr<ModelShape> ReadModelShape(const std::string& model_path,
   KX_ASSIGN_OR_RETURN(const GgufTensorInfo* bundles,
                       Tensor(sc, sidecar_path, "blk.0.kairox.bundles"));
   s.neuron_bytes = bundles->size_bytes / static_cast<uint64_t>(s.n_ff);  // stride included
+  const uint64_t sc_groups = (static_cast<uint64_t>(s.n_ff) + gs - 1) / gs;
+  s.bundle_stride = bundles->size_bytes / sc_groups;
+  constexpr uint64_t kPage = 4096;  // kDirectIoAlign
+  s.bundle_lead = (sc.data_offset() + bundles->offset) % kPage;
   s.group_frequency.assign(static_cast<size_t>(s.n_layer) * n_groups, 0.0f);
   const int replay_gs = group_size > 0 ? group_size : static_cast<int>(gs);
   std::vector<float> layer_freq(static_cast<size_t>((s.n_ff + replay_gs - 1) / replay_gs));

@@ -22,7 +22,12 @@ struct ModelShape {
   uint64_t neuron_bytes = 0;  // the sidecar's bundle stride / GS, else the model's up+gate+down
   uint64_t attn_bytes = 0;    // layer 0's tensors other than ffn_* (attention, norms)
   uint64_t head_bytes = 0;    // output.weight (or the tied token_embd.weight) + output_norm
+  // K and V one layer reads per token of context at the engine's default f16 cache:
+  // 2 · n_embd · n_head_kv / n_head · 2 bytes (0 when the GGUF lacks the head counts).
+  uint64_t kv_bytes_per_ctx = 0;
   int sidecar_group_size = 0;
+  uint64_t bundle_stride = 0;  // the sidecar's bytes per bundle (a RAM slot)
+  uint64_t bundle_lead = 0;    // layer 0's bundles' offset inside their first 4 KiB page
   // [layer * n_groups + g]: the sidecar's calibration frequency averaged over each group of
   // the replay (the engine's initial placement input); empty without a sidecar.
   std::vector<float> group_frequency;

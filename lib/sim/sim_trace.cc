@@ -16,6 +16,7 @@ struct RecordRef {
   uint32_t step = 0;
   uint32_t layer = 0;
   size_t offset = 0;  // into the collected counts
+  sparse::LayerStats stats;
 };
 
 // Set bits of `bits` in [begin, end).
@@ -103,7 +104,7 @@ absl::StatusOr<SimTrace> LoadSimTrace(const std::string& path, const SimTraceOpt
           rec.has_actual ? " (only an actual set, and actual sets are not allowed)" : ""));
     }
     const uint32_t n_ff = h.n_ff[rec.layer];
-    refs.push_back({rec.step, rec.layer, collected.size()});
+    refs.push_back({rec.step, rec.layer, collected.size(), rec.stats});
     collected.resize(collected.size() + static_cast<size_t>(t.n_groups), 0);
     uint16_t* c = collected.data() + refs.back().offset;
     for (int g = 0; g < t.groups_in_layer[rec.layer]; ++g) {
@@ -137,7 +138,10 @@ absl::StatusOr<SimTrace> LoadSimTrace(const std::string& path, const SimTraceOpt
     }
     const size_t base = t.active.size();
     t.active.resize(base + per_step);
+    const size_t stats_base = t.recorded.size();
+    t.recorded.resize(stats_base + static_cast<size_t>(t.n_layer));
     for (size_t k = i; k < j; ++k) {
+      t.recorded[stats_base + refs[k].layer] = refs[k].stats;
       std::copy_n(collected.data() + refs[k].offset, t.n_groups,
                   t.active.data() + base + static_cast<size_t>(refs[k].layer) * t.n_groups);
     }

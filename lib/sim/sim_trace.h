@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "sparse/trace.h"
 
 namespace kx::sim {
 
@@ -52,9 +53,16 @@ struct SimTrace {
   uint64_t records_from_actual = 0;  // records that had no predicted set
   // [(step * n_layer + layer) * n_groups + g]: predicted-active neurons of group g.
   std::vector<uint16_t> active;
+  // [step * n_layer + layer]: what the engine's tier recorded for the step (reads, bytes,
+  // resident groups, stall; LayerStats::present == 0 where nothing was recorded): the
+  // measured side the disk-tier replay is compared with.
+  std::vector<sparse::LayerStats> recorded;
 
   const uint16_t* counts(int step, int layer) const {
     return active.data() + (static_cast<size_t>(step) * n_layer + layer) * n_groups;
+  }
+  const sparse::LayerStats& recorded_stats(int step, int layer) const {
+    return recorded[static_cast<size_t>(step) * n_layer + layer];
   }
   // Neurons of group g of `layer` (group_size, less for a short last group, 0
   // for a group index beyond the layer's width).

@@ -57,7 +57,11 @@ absl::Status ValidateSimInputs(const SimHardware& hw, const SimCosts& costs) {
   KX_RETURN_IF_ERROR(PositiveField(hw.h2d_bytes_per_s, "host-to-device bandwidth"));
   KX_RETURN_IF_ERROR(PositiveField(hw.d2h_bytes_per_s, "device-to-host bandwidth"));
   KX_RETURN_IF_ERROR(PositiveField(hw.device_bytes_per_s, "device memory bandwidth"));
-  KX_RETURN_IF_ERROR(PositiveField(hw.cpu_bytes_per_s, "CPU memory bandwidth"));
+  if (hw.cpu_ffn.ffn_rate.empty()) {
+    KX_RETURN_IF_ERROR(PositiveField(hw.cpu_bytes_per_s, "CPU memory bandwidth"));
+  } else {
+    KX_RETURN_IF_ERROR(ValidateCpuModel(hw.cpu_ffn));
+  }
   KX_RETURN_IF_ERROR(NonNegativeField(hw.copy_latency_s, "copy latency"));
   KX_RETURN_IF_ERROR(NonNegativeField(hw.launch_s, "kernel launch time"));
   KX_RETURN_IF_ERROR(PositiveField(static_cast<double>(costs.neuron_bytes), "bytes per neuron"));
@@ -252,7 +256,11 @@ absl::StatusOr<SimResult> Simulate(const SimTrace& trace, const SimHardware& hw,
 
       gpu_neurons_total += gpu_neurons;
       neurons_total += gpu_neurons + cpu_neurons;
-      const double cpu_s = static_cast<double>(cpu_neurons) * nb / hw.cpu_bytes_per_s;
+      const double cpu_s =
+          hw.cpu_ffn.ffn_rate.empty()
+              ? static_cast<double>(cpu_neurons) * nb / hw.cpu_bytes_per_s
+              : hw.cpu_ffn.FfnSeconds(cpu_neurons, trace.n_ff[static_cast<size_t>(layer)],
+                                      costs.neuron_bytes);
       double gpu_path = 0, bg_wait = 0, gpu_s = 0;
       if (gpu_neurons > 0) {
         const PcieLink::Copy up = link.Critical(t0, up_s);

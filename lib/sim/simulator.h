@@ -23,6 +23,7 @@
 #include "base/status.h"
 #include "device/device_profile.h"
 #include "policy/policy.h"
+#include "sim/cpu_model.h"
 #include "sim/sim_trace.h"
 
 namespace kx::sim {
@@ -31,12 +32,16 @@ namespace kx::sim {
 inline constexpr double kDefaultLaunchSeconds = 5e-6;
 
 struct SimHardware {
-  std::string name;                         // the profile's name, for reports
-  double h2d_bytes_per_s = 0;               // PCIe, host to device
-  double d2h_bytes_per_s = 0;               // PCIe, device to host
-  double copy_latency_s = 0;                // per copy, before the first byte lands
-  double device_bytes_per_s = 0;            // GPU memory: what the GPU part reads
-  double cpu_bytes_per_s = 0;               // host memory as the CPU sparse FFN reads it
+  std::string name;               // the profile's name, for reports
+  double h2d_bytes_per_s = 0;     // PCIe, host to device
+  double d2h_bytes_per_s = 0;     // PCIe, device to host
+  double copy_latency_s = 0;      // per copy, before the first byte lands
+  double device_bytes_per_s = 0;  // GPU memory: what the GPU part reads
+  double cpu_bytes_per_s = 0;     // host memory as the CPU sparse FFN reads it
+  // The calibrated alternative (cpu_model.h, kairox-sim --cpu-profile): when it has rate
+  // points, the CPU branch costs cpu_ffn.FfnSeconds(neurons on the CPU, n_ff, neuron bytes),
+  // its rate taken at the CPU's share of the layer's neurons; cpu_bytes_per_s is then unused.
+  CpuModel cpu_ffn;
   double launch_s = kDefaultLaunchSeconds;  // GPU part of a layer: kernel launches
 
   static SimHardware From(const DeviceProfile& p, double cpu_gb_per_s,

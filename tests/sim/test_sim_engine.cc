@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -25,12 +26,14 @@
 #include <vector>
 
 #include "catch2/catch.hpp"
+#include "engine/bundle_tier.h"
 #include "engine/device_ffn.h"
 #include "engine/engine.h"
 #include "engine/sparse_runtime.h"
 #include "engine/teacher_forced.h"
 #include "engine/tiny_model.h"
 #include "prepare/prepare.h"
+#include "sim/disk_tier.h"
 #include "sim/simulator.h"
 #include "test_util.h"
 
@@ -142,8 +145,8 @@ EngineRun RunEngine(const std::string& policy) {
   return out;  // the engine closes the device log
 }
 
-std::vector<kx::sim::PlanEvent> Replay(const EngineRun& run, const std::string& policy,
-                                       int slots, bool sidecar_placement) {
+std::vector<kx::sim::PlanEvent> Replay(const EngineRun& run, const std::string& policy, int slots,
+                                       bool sidecar_placement) {
   auto trace = kx::sim::LoadSimTrace(run.trace, {});
   INFO(trace.status().ToString());
   REQUIRE(trace.ok());
@@ -252,10 +255,10 @@ TEST_CASE("kairox-sim plans the engine's loads and evictions on the engine's tra
       if (at >= 0 && static_cast<size_t>(at) < std::min(run.plans.size(), sim.size())) {
         const auto& e = run.plans[at];
         const auto& s = sim[at];
-        INFO("token " << e.token << " layer " << e.layer << ": engine loads "
-                      << Describe(e.load) << "evicts " << Describe(e.evict) << "; sim (step "
-                      << s.step << " layer " << s.layer << ") loads " << Describe(s.plan.load)
-                      << "evicts " << Describe(s.plan.evict));
+        INFO("token " << e.token << " layer " << e.layer << ": engine loads " << Describe(e.load)
+                      << "evicts " << Describe(e.evict) << "; sim (step " << s.step << " layer "
+                      << s.layer << ") loads " << Describe(s.plan.load) << "evicts "
+                      << Describe(s.plan.evict));
         CHECK(at == -1);
       } else {
         INFO("engine " << run.plans.size() << " plans, sim " << sim.size());
@@ -270,4 +273,141 @@ TEST_CASE("kairox-sim plans the engine's loads and evictions on the engine's tra
     }
   }
   ::unsetenv("KAIROX_DEVICE_PROFILE");
+}
+
+namespace {
+
+// The RAM tier's run: its trace (with the tier's per-step reads, bytes and resident groups),
+// its per-step log (hits, loads, evictions), and what the replay needs to match it.
+struct TierRun {
+  std::string trace, log;
+  int slots = 0;
+  std::vector<float> placement;
+  kx::sim::BundleFile file;
+  uint64_t neuron_bytes = 0;
+  int64_t loads = 0, bytes = 0;
+};
+
+TierRun RunTier(const std::string& policy) {
+  TierRun out;
+  out.trace = TempDir() + "/tier-" + policy + ".kxtr";
+  out.log = TempDir() + "/tier-" + policy + ".csv";
+  {
+    kx::EngineOptions o;
+    o.n_threads = 2;
+    o.n_ctx = 128;
+    o.sidecar = Sparse().sidecar;
+    o.ram_budget = "25%";
+    o.policy = policy;
+    o.trace_path = out.trace;
+    o.tier_log = out.log;
+    auto e = kx::test::LoadEngine(Sparse().model, o);
+    kx::SparseRuntime* sparse = e->sparse();
+    REQUIRE(sparse != nullptr);
+    REQUIRE(sparse->tier() != nullptr);
+    for (int32_t t : kx::test::RandomTokens(29, kTokens)) {
+      REQUIRE(e->Eval(std::span<const int32_t>(&t, 1)).ok());
+    }
+    const kx::sparse::Sidecar& sc = sparse->sidecar();
+    out.slots = sparse->tier()->slots_per_layer();
+    out.placement = sc.GroupFrequency();
+    out.file.stride = kx::BundleTier::SlotBytes(sc);
+    out.file.lead = sc.layer(0).bundles_file_offset % out.file.page;
+    out.neuron_bytes = out.file.stride / kGroupSize;
+    out.loads = sparse->tier()->stats().loads;
+    out.bytes = sparse->tier()->stats().bytes_read;
+    REQUIRE(sparse->CloseTrace().ok());
+  }  // the tier closes its log
+  return out;
+}
+
+// The tier log's (hits, loads, evictions) per layer step, in order.
+std::vector<std::array<int64_t, 3>> ReadTierLog(const std::string& path) {
+  std::vector<std::array<int64_t, 3>> rows;
+  std::ifstream f(path);
+  std::string line;
+  REQUIRE(std::getline(f, line));  // header
+  while (std::getline(f, line)) {
+    std::vector<std::string> cols;
+    std::stringstream ss(line);
+    for (std::string c; std::getline(ss, c, ',');) cols.push_back(c);
+    REQUIRE(cols.size() == 12);
+    rows.push_back({std::stoll(cols[5]), std::stoll(cols[6]), std::stoll(cols[7])});
+  }
+  return rows;
+}
+
+// The first layer step where the replay's reads, bytes, resident groups, hits, loads or
+// evictions differ from the engine's, as text; "" when none does.
+std::string FirstTierDifference(const TierRun& run, const std::string& policy, int slots) {
+  const kx::sim::SimTrace t = [&] {
+    auto tr = kx::sim::LoadSimTrace(run.trace, {});
+    INFO(tr.status().ToString());
+    REQUIRE(tr.ok());
+    return std::move(tr).value();
+  }();
+  REQUIRE(t.n_steps == kTokens);
+  const auto log = ReadTierLog(run.log);
+  REQUIRE(log.size() == static_cast<size_t>(kTokens * kLayers));
+  kx::sim::CpuModel cpu;  // any times: these policies plan from the activity alone
+  cpu.ffn_rate = {{1.0, 1e9}};
+  kx::sim::DiskTierConfig config;
+  config.policy = policy;
+  config.slots = slots;
+  config.placement_frequency = run.placement;
+  std::string diff;
+  size_t i = 0;
+  config.on_step = [&](const kx::sim::DiskStepEvent& e) {
+    const kx::sparse::LayerStats& rec = t.recorded_stats(e.step, e.layer);
+    const auto& row = log[i++];
+    if (!diff.empty()) return;
+    if (rec.reads != static_cast<uint64_t>(e.read_ops) ||
+        rec.bytes_read != static_cast<uint64_t>(e.bytes_read) ||
+        rec.resident_groups != static_cast<uint64_t>(e.resident_groups) || row[0] != e.hits ||
+        row[1] != static_cast<int64_t>(e.plan.load.size()) ||
+        row[2] != static_cast<int64_t>(e.plan.evict.size())) {
+      std::ostringstream os;
+      os << "token " << e.step << " layer " << e.layer << ": engine " << rec.reads << " reads "
+         << rec.bytes_read << " B " << rec.resident_groups << " resident, hits/loads/evictions "
+         << row[0] << "/" << row[1] << "/" << row[2] << "; replay " << e.read_ops << " reads "
+         << e.bytes_read << " B " << e.resident_groups << " resident, " << e.hits << "/"
+         << e.plan.load.size() << "/" << e.plan.evict.size();
+      diff = os.str();
+    }
+  };
+  auto r = kx::sim::SimulateDiskTier(t, {.bytes_per_s = 1e9, .latency_s = 1e-5}, cpu,
+                                     run.neuron_bytes, run.file, config);
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  REQUIRE(i == log.size());
+  if (diff.empty() && slots == run.slots) {
+    CHECK(r->loads == static_cast<uint64_t>(run.loads));
+    CHECK(r->bytes_read == static_cast<uint64_t>(run.bytes));
+  }
+  return diff;
+}
+
+}  // namespace
+
+// The RAM ⇄ disk tier: the engine's BundleTier at --ram-budget 25 % with a trace, replayed by
+// kairox-sim's disk tier with the same policy, slots and placement: the same reads (page
+// runs), bytes, resident groups, hits, loads and evictions at every (token, layer), layer-0
+// speculation included. The adaptive policies move λ with measured times and are left out.
+TEST_CASE("kairox-sim reads what the engine's RAM tier reads, step by step", "[sim_engine]") {
+  for (const char* policy : {"static", "lru", "lfu", "topk", "tam", "tam-t"}) {
+    DYNAMIC_SECTION(policy) {
+      const TierRun run = RunTier(policy);
+      REQUIRE(run.slots == kGroups / 4);
+      INFO(run.bytes << " B read by the engine, " << run.loads << " loads");
+      CHECK(run.bytes > 0);  // the comparison is not of empty reads
+      if (std::string(policy) != "static") CHECK(run.loads > 0);
+      const std::string diff = FirstTierDifference(run, policy, run.slots);
+      INFO(diff);
+      CHECK(diff.empty());
+      if (std::string(policy) == "lru") {
+        // Negative control: one slot fewer, and the reads differ.
+        CHECK(!FirstTierDifference(run, policy, run.slots - 1).empty());
+      }
+    }
+  }
 }

@@ -52,6 +52,31 @@ TEST_CASE("sim: static placement, 1 layer x 4 groups, by hand", "[sim][hand]") {
   CHECK(r.gpu_busy_s == Us(13));
 }
 
+TEST_CASE("sim: the calibrated CPU rate curve prices the CPU branch, by hand", "[sim][hand]") {
+  // The static case above with a slow CPU whose rate depends on the CPU's share of the layer's
+  // 16 neurons: 0.05 GB/s at 1/16, 0.1 GB/s at 2/16.
+  const Counts counts = {{{4, 2, 1, 0}}, {{4, 0, 2, 1}}};
+  const std::string path = test_util::TempTracePath("curve");
+  test_util::WriteTrace(path, 4, counts);
+  const SimTrace t = test_util::LoadOrFail(path);
+  std::remove(path.c_str());
+  SimConfig config;
+  config.policy = "static";
+  config.budget = 0.5;
+  SimHardware hw = test_util::RoundHardware();
+  hw.cpu_ffn.ffn_rate = {{1.0 / 16, 0.05e9}, {2.0 / 16, 0.1e9}};
+  const SimResult r = test_util::RunOrFail(t, hw, test_util::RoundCosts(10), config);
+  // Step 0: the CPU's g1 = 2 neurons, 2000 B at 0.1 GB/s = 20 µs, longer than the GPU's 10:
+  //         10 → 30. Step 1: attention 30–40; g3 = 1 neuron, 1000 B at 0.05 GB/s = 20 µs, the
+  //         GPU's path 11 µs: 40 → 60.
+  CHECK(r.seconds == Us(60));
+  CHECK(r.cpu_busy_s == Us(40));
+  CHECK(r.stalls.cpu_s == Us(40));
+  CHECK(r.stalls.other_s == Us(20));
+  hw.cpu_ffn.ffn_rate = {{0.5, 1e9}, {0.25, 1e9}};  // unsorted: refused
+  CHECK(!Simulate(t, hw, test_util::RoundCosts(10), config).ok());
+}
+
 TEST_CASE("sim: LRU reloads that become usable together, by hand", "[sim][hand]") {
   const Counts counts = {{{0, 2, 0, 1}}, {{0, 4, 0, 2}}};
   const std::string path = test_util::TempTracePath("lru");
