@@ -28,8 +28,8 @@
 #include "engine/sparse_runtime.h"
 #include "engine/teacher_forced.h"
 #include "engine/tiny_model.h"
+#include "engine/tiny_sidecar.h"
 #include "graph/task_graph.h"
-#include "prepare/prepare.h"
 #include "test_util.h"
 
 namespace {
@@ -62,23 +62,14 @@ const Prepared& Tiny() {
     s.seed = 197;
     s.ffn_act = "fatrelu";  // t = 1.2: most gates below it, so most groups idle in a step
     s.ffn_act_threshold = 1.2f;
-    auto st = kx::test::WriteTinyModel(r.model, s, nullptr);
+    kx::test::TinySidecarOptions o;
+    o.group_size = 4;
+    o.calibration_tokens = 600;
+    o.max_new_tokens = 32;
+    o.epochs = 2;
+    const absl::Status st = kx::test::WriteTinyModelWithSidecar(s, r.model, r.sidecar, o);
     INFO(st.message());
     REQUIRE(st.ok());
-    kx::PrepareOptions o;
-    o.model_path = r.model;
-    o.sidecar_path = r.sidecar;
-    o.down_layout = kx::PrepareOptions::DownLayoutChoice::kRows;
-    o.group_size = 4;
-    o.n_threads = 2;
-    o.calibration.token_budget = 600;
-    o.calibration.max_new_tokens = 32;
-    o.predictor.ranks = {16};
-    o.predictor.max_rank = 16;
-    o.predictor.train.epochs = 2;
-    auto rep = kx::Prepare(o);
-    INFO(rep.status().message());
-    REQUIRE(rep.ok());
     return r;
   }();
   return p;

@@ -30,7 +30,7 @@
 #include "engine/sparse_runtime.h"
 #include "engine/teacher_forced.h"
 #include "engine/tiny_model.h"
-#include "prepare/prepare.h"
+#include "engine/tiny_sidecar.h"
 #include "sim/simulator.h"
 #include "test_util.h"
 
@@ -70,23 +70,11 @@ const Prepared& Sparse() {
     s.seed = 98;
     s.ffn_act = "fatrelu";
     s.ffn_act_threshold = 1.2f;
-    auto st = kx::test::WriteTinyModel(r.model, s, nullptr);
+    kx::test::TinySidecarOptions o;
+    o.group_size = kGroupSize;
+    const absl::Status st = kx::test::WriteTinyModelWithSidecar(s, r.model, r.sidecar, o);
     INFO(st.message());
     REQUIRE(st.ok());
-    kx::PrepareOptions o;
-    o.model_path = r.model;
-    o.sidecar_path = r.sidecar;
-    o.down_layout = kx::PrepareOptions::DownLayoutChoice::kRows;
-    o.group_size = kGroupSize;
-    o.n_threads = 2;
-    o.calibration.token_budget = 1200;
-    o.calibration.max_new_tokens = 48;
-    o.predictor.ranks = {16};
-    o.predictor.max_rank = 16;
-    o.predictor.train.epochs = 3;
-    auto rep = kx::Prepare(o);
-    INFO(rep.status().message());
-    REQUIRE(rep.ok());
     return r;
   }();
   return p;
@@ -142,8 +130,8 @@ EngineRun RunEngine(const std::string& policy) {
   return out;  // the engine closes the device log
 }
 
-std::vector<kx::sim::PlanEvent> Replay(const EngineRun& run, const std::string& policy,
-                                       int slots, bool sidecar_placement) {
+std::vector<kx::sim::PlanEvent> Replay(const EngineRun& run, const std::string& policy, int slots,
+                                       bool sidecar_placement) {
   auto trace = kx::sim::LoadSimTrace(run.trace, {});
   INFO(trace.status().ToString());
   REQUIRE(trace.ok());
@@ -252,10 +240,10 @@ TEST_CASE("kairox-sim plans the engine's loads and evictions on the engine's tra
       if (at >= 0 && static_cast<size_t>(at) < std::min(run.plans.size(), sim.size())) {
         const auto& e = run.plans[at];
         const auto& s = sim[at];
-        INFO("token " << e.token << " layer " << e.layer << ": engine loads "
-                      << Describe(e.load) << "evicts " << Describe(e.evict) << "; sim (step "
-                      << s.step << " layer " << s.layer << ") loads " << Describe(s.plan.load)
-                      << "evicts " << Describe(s.plan.evict));
+        INFO("token " << e.token << " layer " << e.layer << ": engine loads " << Describe(e.load)
+                      << "evicts " << Describe(e.evict) << "; sim (step " << s.step << " layer "
+                      << s.layer << ") loads " << Describe(s.plan.load) << "evicts "
+                      << Describe(s.plan.evict));
         CHECK(at == -1);
       } else {
         INFO("engine " << run.plans.size() << " plans, sim " << sim.size());
