@@ -122,6 +122,9 @@ absl::StatusOr<std::unique_ptr<BundleTier>> BundleTier::Create(const sparse::Sid
     // wait for them sees the mirror's stale bytes on any machine.
     io.backend = IoBackend::kPread;
     io.debug_delay_us = kDebugReadDelayUs;
+  } else if (options.debug_read_delay_us > 0) {
+    io.backend = IoBackend::kPread;
+    io.debug_delay_us = options.debug_read_delay_us;
   }
   KX_ASSIGN_OR_RETURN(t->io_, IoExecutor::Create(io));
   KX_RETURN_IF_ERROR(t->io_->RegisterBuffer(t->mirrors_, 2 * t->mirror_bytes_));
@@ -138,9 +141,17 @@ absl::StatusOr<std::unique_ptr<BundleTier>> BundleTier::Create(const sparse::Sid
   t->residency_ =
       std::make_unique<policy::Residency>(t->n_layer_, t->n_groups_, t->slots_per_layer_);
   t->layers_.resize(t->n_layer_);
-  for (LayerState& L : t->layers_) {
+  t->landing_ = std::make_unique<Landing[]>(t->n_layer_);
+  for (int l = 0; l < t->n_layer_; ++l) {
+    LayerState& L = t->layers_[l];
+    Landing& s = t->landing_[l];
+    s.tier = t.get();
+    s.layer = l;
+    // Set before any read is submitted (IoEvent::SetCallback must not race a completion).
     L.event = std::make_unique<IoEvent>();
+    L.event->SetCallback(&OnEventDone, &s);
     L.top_up_event = std::make_unique<IoEvent>();
+    L.top_up_event->SetCallback(&OnEventDone, &s);
     L.spec_read.assign(t->n_groups_, 0);
     L.ptrs.assign(t->n_groups_, nullptr);
     L.pending_loads.reserve(t->n_groups_);
@@ -270,6 +281,8 @@ void BundleTier::ReadGroups(int layer, const std::vector<int32_t>& groups, int m
   event->Reset();
   if (reads_.empty()) return;
   event->Add(static_cast<int>(reads_.size()));
+  // One more event in flight for NotifyWhenRead (its callback counts it down).
+  landing_[layer].count.fetch_add(1, std::memory_order_acq_rel);
   stats_.read_ops += static_cast<int64_t>(reads_.size());
   io_->Submit(IoPriority::kCritical, reads_.data(), static_cast<int>(reads_.size()));
 }
@@ -375,6 +388,13 @@ const uint8_t* const* BundleTier::Acquire(int layer, const uint32_t* masks) {
   }
   const int64_t t1 = NowNs();
   L.wait_ns = t1 - t0;
+  if (L.notify_ns != 0) {
+    // On the graph the wait happened before this node ran: from NotifyWhenRead (where the
+    // pool path would have called Acquire) to the landing.
+    L.wait_ns += std::max<int64_t>(
+        0, landing_[layer].landed_ns.load(std::memory_order_acquire) - L.notify_ns);
+    L.notify_ns = 0;
+  }
   stats_.io_wait_ns += L.wait_ns;
   absl::Status read_status = L.event->status();
   if (read_status.ok()) read_status = L.top_up_event->status();
@@ -403,6 +423,40 @@ const uint8_t* const* BundleTier::Acquire(int layer, const uint32_t* masks) {
   L.acquired = true;
   L.acquire_ns = t2;
   return L.ptrs.data();
+}
+
+void BundleTier::SetReadNotify(ReadNotify fn, void* ctx) {
+  notify_ = fn;
+  notify_ctx_ = ctx;
+}
+
+void BundleTier::NotifyWhenRead(int layer, const uint32_t* masks) {
+  LayerState& L = layers_[layer];
+  if (L.mirror < 0) Prepare(layer, masks);
+  KX_CHECK_MSG(notify_ != nullptr, "bundle tier: NotifyWhenRead without a read notify");
+  L.notify_ns = NowNs();
+  Landing& s = landing_[layer];
+  if (options_.debug_skip_wait) {  // the negative control must not wait here either
+    s.landed_ns.store(L.notify_ns, std::memory_order_release);
+    notify_(notify_ctx_, layer);
+    return;
+  }
+  // Nothing in flight (count 0): this call reaches kArmed and notifies; otherwise the last
+  // event's callback will.
+  if (s.count.fetch_add(kArmed, std::memory_order_acq_rel) == 0) Land(s);
+}
+
+void BundleTier::OnEventDone(void* ctx) {
+  Landing& s = *static_cast<Landing*>(ctx);
+  if (s.count.fetch_sub(1, std::memory_order_acq_rel) - 1 == kArmed) s.tier->Land(s);
+}
+
+void BundleTier::Land(Landing& s) {
+  // Only the party that reached kArmed gets here, and nothing else changes the count until
+  // the layer's next reads, which come after its Acquire (after this notify).
+  s.count.store(0, std::memory_order_relaxed);
+  s.landed_ns.store(NowNs(), std::memory_order_release);
+  notify_(notify_ctx_, s.layer);
 }
 
 void BundleTier::Release(int layer) {

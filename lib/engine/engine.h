@@ -71,6 +71,7 @@ struct EngineOptions {
   bool tier_skip_misses = false;        // --tier-miss skip: compute without non-resident groups
   std::string tier_log;                 // --tier-log: CSV per layer step (λ, hits, reads, stalls)
   bool debug_skip_io_wait = false;  // tests' negative control: compute without waiting for reads
+  int debug_io_delay_us = 0;        // tests: the tier's reads start this late (pread backend)
 
   // How one decode token (a batch of 1) is dispatched: kPool runs each op as
   // one ThreadPool::Run with serial code between them; kGraph runs the
@@ -129,8 +130,9 @@ struct OpProfile {
 // ABI reports it as KX_STATUS_INVALID_MODEL).
 bool IsNonFiniteLogits(const absl::Status& status);
 
-// The decode graph's stall accounting with the split FFN's device (engine/decode_graph.h),
-// summed over its runs since the last ResetProfile. The graph's device externals are tagged;
+// The decode graph's stall accounting with the split FFN's device or a RAM tier
+// (engine/decode_graph.h), summed over its runs since the last ResetProfile. The graph's
+// device externals and the tier's per-layer read externals (kDisk) are tagged;
 // wait_ns[tag] is the wall time every pool thread waited with only a signal of that tag
 // able to make progress (graph/cpu_executor.h), external_wait_ns their sum plus any untagged
 // stall. cpu is the rest of the runs' wall time: compute (and dispatch) on the CPU.
@@ -205,8 +207,8 @@ class Engine {
   // Task parts one decode token runs on the task graph (EngineOptions::executor
   // kGraph; engine/decode_graph.h), 0 until a token used it.
   int64_t DecodeGraphParts() const;
-  // The decode graph's stalls with the split FFN (null while no decode graph with device
-  // externals ran since the engine was made). Valid until the next Eval.
+  // The decode graph's stalls with the split FFN or a RAM tier (null while no decode graph
+  // with device or disk externals ran since the engine was made). Valid until the next Eval.
   const DecodeGraphStats* decode_graph_stats() const;
   // The decode graph's plan (tests inspect its dependencies), or null before a token used it.
   const graph::TaskGraph* decode_task_graph() const;
