@@ -172,7 +172,8 @@ absl::StatusOr<std::unique_ptr<BundleTier>> BundleTier::Create(const sparse::Sid
     }
     std::fprintf(t->log_,
                  "token,layer,lambda,resident,groups_needed,hits,loads,evictions,read_ops,"
-                 "bytes_read,io_wait_ns,compute_ns\n");
+                 "bytes_read,io_wait_ns,compute_ns,graph_cpu_ns,graph_gpu_ns,"
+                 "graph_h2d_critical_ns,graph_h2d_background_ns,graph_disk_ns\n");
   }
   Log().info(
       "bundle tier: {} of {} groups per layer resident ({}), policy {}, {} reads{}, "
@@ -183,18 +184,49 @@ absl::StatusOr<std::unique_ptr<BundleTier>> BundleTier::Create(const sparse::Sid
 }
 
 void BundleTier::LogStep(int layer) {
+  if (log_line_waiting_) {  // the decode graph did not end the last token (the pool path ran)
+    log_line_waiting_ = false;
+    WriteLogLine(n_layer_ - 1, nullptr);
+  }
+  if (layer == n_layer_ - 1 && log_token_stalls_) {
+    log_line_waiting_ = true;  // LogTokenStalls writes it
+    return;
+  }
+  WriteLogLine(layer, nullptr);
+}
+
+void BundleTier::LogTokenStalls(const int64_t (&stalls)[kTokenStallColumns]) {
+  if (log_ == nullptr || !log_line_waiting_) return;
+  log_line_waiting_ = false;
+  WriteLogLine(n_layer_ - 1, stalls);
+}
+
+void BundleTier::WriteLogLine(int layer, const int64_t* stalls) {
   const LayerStep& t = layers_[layer].step;
-  std::fprintf(log_, "%lld,%d,%.5f,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld\n",
+  std::fprintf(log_, "%lld,%d,%.5f,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld",
                static_cast<long long>(log_tokens_), layer, t.lambda, t.resident_groups,
                static_cast<long long>(t.groups_needed), static_cast<long long>(t.hits),
                static_cast<long long>(t.loads), static_cast<long long>(t.evictions),
                static_cast<long long>(t.read_ops), static_cast<long long>(t.bytes_read),
                static_cast<long long>(t.io_wait_ns), static_cast<long long>(t.compute_ns));
+  // The graph's per-token stalls, on the token's last line only (so a column sums to the
+  // run's total); empty on the other lines and on the pool path.
+  for (int i = 0; i < kTokenStallColumns; ++i) {
+    if (stalls != nullptr) {
+      std::fprintf(log_, ",%lld", static_cast<long long>(stalls[i]));
+    } else {
+      std::fputc(',', log_);
+    }
+  }
+  std::fputc('\n', log_);
   if (layer == n_layer_ - 1) ++log_tokens_;
 }
 
 BundleTier::~BundleTier() {
-  if (log_ != nullptr) std::fclose(log_);
+  if (log_ != nullptr) {
+    if (log_line_waiting_) WriteLogLine(n_layer_ - 1, nullptr);
+    std::fclose(log_);
+  }
   // Drain in-flight reads before their buffers go.
   for (LayerState& L : layers_) {
     if (L.event != nullptr) L.event->Wait();

@@ -158,6 +158,14 @@ class BundleTier {
   // `masks` are read only when the layer was not prepared (may be null otherwise).
   void NotifyWhenRead(int layer, const uint32_t* masks);
   bool prepared(int layer) const { return layers_[layer].mirror >= 0; }
+  // The deferred --tier-log line (see SetLogTokenStalls) of the token that just ended, with
+  // the decode graph's per-token stalls (ns): cpu, then waits for gpu, h2d critical, h2d
+  // background, disk.
+  static constexpr int kTokenStallColumns = 5;
+  void LogTokenStalls(const int64_t (&stalls)[kTokenStallColumns]);
+  // The decode graph writes the token's stalls: the last layer's log line then waits for
+  // LogTokenStalls (a line still waiting when the next step logs is written without them).
+  void SetLogTokenStalls(bool on) { log_token_stalls_ = on; }
 
   bool prefetch() const { return options_.prefetch; }
   bool speculate_layer0() const { return options_.prefetch && options_.speculate_layer0; }
@@ -252,7 +260,10 @@ class BundleTier {
   void* notify_ctx_ = nullptr;
   std::FILE* log_ = nullptr;
   int64_t log_tokens_ = 0;
+  bool log_token_stalls_ = false;
+  bool log_line_waiting_ = false;  // the last layer's line, waiting for LogTokenStalls
   void LogStep(int layer);
+  void WriteLogLine(int layer, const int64_t* stalls);
 };
 
 }  // namespace kx

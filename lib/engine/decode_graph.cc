@@ -21,6 +21,7 @@ DecodeGraph::~DecodeGraph() {
   // A replacement graph may already have set its own notify.
   if (tier_ != nullptr && tier_->read_notify_ctx() == this) {
     tier_->SetReadNotify(nullptr, nullptr);
+    tier_->SetLogTokenStalls(false);
   }
 }
 
@@ -52,6 +53,7 @@ absl::Status DecodeGraph::Build() {
   if (bundles_ && m.sparse->tier() != nullptr) {
     tier_ = m.sparse->tier();
     tier_->SetReadNotify(&OnBundlesRead, this);
+    tier_->SetLogTokenStalls(true);
   }
   if (split_) {
     watch_ = std::make_unique<DeviceWatch>(m.device->device());
@@ -153,6 +155,13 @@ void DecodeGraph::Run(int32_t token, float* logits_dst) {
     const std::vector<int64_t>& by_tag = exec_.external_wait_by_tag();
     for (size_t t = 0; t < by_tag.size() && t < DecodeGraphStats::kTags; ++t) {
       stall_.wait_ns[t] += by_tag[t];
+    }
+    if (tier_ != nullptr) {
+      int64_t token[BundleTier::kTokenStallColumns] = {stats_.wall_ns - stats_.external_wait_ns};
+      for (int t = 0; t < DecodeGraphStats::kTags; ++t) {
+        token[1 + t] = static_cast<size_t>(t) < by_tag.size() ? by_tag[t] : 0;
+      }
+      tier_->LogTokenStalls(token);
     }
   }
   if (logits_ != nullptr) {

@@ -8,13 +8,16 @@
 // layer (the tier's reads, signalled when they land) before the FFN; with
 // reads made 2 ms late the graph charges its stalls to the disk tag,
 // consistently with the tier's own measure of its wait. Without a tier the
-// plan has no externals.
+// plan has no externals. --tier-log carries the graph's per-token stalls on
+// each token's last line, summing to the run's DecodeGraphStats.
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -102,9 +105,10 @@ const Prepared& Tiny(const std::string& arch, bool with_sidecar) {
 enum class Mode { kDense, kSparse, kMaskedDense, kTiered };
 
 std::unique_ptr<kx::Engine> Load(const std::string& arch, Mode mode, Executor exec, int threads,
-                                 int io_delay_us = 0) {
+                                 int io_delay_us = 0, const std::string& tier_log = "") {
   kx::EngineOptions o;
   o.debug_io_delay_us = io_delay_us;
+  o.tier_log = tier_log;
   o.n_threads = threads;
   o.n_ctx = 64;
   o.executor = exec;
@@ -303,6 +307,65 @@ TEST_CASE("graph decode under a RAM budget: waits for slow reads are charged to 
   CHECK(disk > gt.io_wait_ns / 2);
   CHECK(disk < gt.io_wait_ns * 2);
   CHECK(pt.io_wait_ns > kDelayUs * 1000LL * st->runs);
+}
+
+namespace {
+std::vector<std::vector<std::string>> ReadCsv(const std::string& path) {
+  std::vector<std::vector<std::string>> rows;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> cells;
+    std::stringstream ss(line);
+    std::string cell;
+    while (std::getline(ss, cell, ',')) cells.push_back(cell);
+    if (!line.empty() && line.back() == ',') cells.push_back("");  // a trailing empty cell
+    rows.push_back(cells);
+  }
+  return rows;
+}
+}  // namespace
+
+TEST_CASE("--tier-log: the decode graph's per-token stalls on each token's last line") {
+  const std::string graph_log = TempDir() + "/tier_graph.csv",
+                    pool_log = TempDir() + "/tier_pool.csv";
+  const auto tokens = kx::test::RandomTokens(37, 8);
+  kx::DecodeGraphStats st;
+  {
+    auto graph = Load("llama", Mode::kTiered, Executor::kGraph, 2, 0, graph_log);
+    auto pool = Load("llama", Mode::kTiered, Executor::kPool, 2, 0, pool_log);
+    Run(*graph, tokens);
+    Run(*pool, tokens);
+    REQUIRE(graph->decode_graph_stats() != nullptr);
+    st = *graph->decode_graph_stats();
+  }  // the engines close their logs
+  const char* kStallColumns[] = {"graph_cpu_ns", "graph_gpu_ns", "graph_h2d_critical_ns",
+                                 "graph_h2d_background_ns", "graph_disk_ns"};
+  const int n_layer = 3;
+  for (bool on_graph : {true, false}) {
+    INFO((on_graph ? "graph" : "pool"));
+    const auto rows = ReadCsv(on_graph ? graph_log : pool_log);
+    REQUIRE(rows.size() == 1 + tokens.size() * n_layer);  // under a tier: token by token
+    const std::vector<std::string>& head = rows[0];
+    REQUIRE(head.size() == 17);
+    CHECK(head[11] == "compute_ns");
+    for (int c = 0; c < 5; ++c) CHECK(head[12 + c] == kStallColumns[c]);
+    int64_t sums[5] = {0, 0, 0, 0, 0};
+    for (size_t r = 1; r < rows.size(); ++r) {
+      INFO("line " << r);
+      REQUIRE(rows[r].size() == 17);
+      const bool last = std::stoi(rows[r][1]) == n_layer - 1;
+      for (int c = 0; c < 5; ++c) {
+        const std::string& cell = rows[r][12 + c];
+        CHECK(cell.empty() == (!on_graph || !last));
+        if (!cell.empty()) sums[c] += std::stoll(cell);
+      }
+    }
+    if (!on_graph) continue;
+    CHECK(sums[0] == st.wall_ns - st.external_wait_ns);
+    CHECK(sums[0] > 0);
+    for (int t = 0; t < kx::DecodeGraphStats::kTags; ++t) CHECK(sums[1 + t] == st.wait_ns[t]);
+  }
 }
 
 TEST_CASE("graph decode keeps the per-op profile") {
