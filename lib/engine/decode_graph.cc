@@ -64,12 +64,14 @@ absl::Status DecodeGraph::Build() {
 
   layers_.resize(hp.n_layer);  // never resized again: nodes hold Layer pointers
   int prev = g_.Add(EmbedNode, this, 1, "embed");
-  int join = -1;  // a second predecessor for the next node (the device's last external)
+  // More predecessors for the next node (the device's last externals, the disk external).
+  int join = -1, join2 = -1;
   auto chain = [&](graph::TaskFn fn, void* ctx, int parts, const std::string& name) {
     const int id = g_.Add(fn, ctx, parts, name.c_str());
     g_.Depend(prev, id);
     if (join >= 0) g_.Depend(join, id);
-    join = -1;
+    if (join2 >= 0) g_.Depend(join2, id);
+    join = join2 = -1;
     prev = id;
   };
   auto external = [&](int after, const char* what, int l, int tag) {
@@ -124,6 +126,12 @@ absl::Status DecodeGraph::Build() {
         const int gpu = external(L.dev_up, "dev_gpu", l, DecodeGraphStats::kGpu);
         join = external(gpu, "dev_down", l, DecodeGraphStats::kH2dCritical);
         KX_CHECK(gpu == L.dev_up + 1 && join == L.dev_up + 2);
+        if (tier_ != nullptr) {
+          // Three tiers: the step's bundle loads copy from the RAM tier's buffers, so End
+          // (the merge) waits for them before the tier may reuse them.
+          L.dev_load = external(ffn_begin, "dev_load", l, DecodeGraphStats::kH2dBackground);
+          join2 = L.dev_load;
+        }
       }
     } else {
       chain(GateUpNode, &L, P, Name("gate_up", l));
@@ -339,6 +347,14 @@ void DecodeGraph::WatchDevice(const Layer& L) {
     watch_->Watch({{up, &g_, L.dev_up}, {gpu, &g_, L.dev_up + 1}, {down, &g_, L.dev_up + 2}});
   } else {
     for (int i = 0; i < 3; ++i) g_.Signal(L.dev_up + i);
+  }
+  if (L.dev_load >= 0) {
+    // Queued after the step's download: a stall past it is charged to the loads.
+    if (const Event* loaded = m_.device_ffn->StepLoadEvent(); loaded != nullptr) {
+      watch_->Watch({{loaded, &g_, L.dev_load}});
+    } else {
+      g_.Signal(L.dev_load);
+    }
   }
 }
 

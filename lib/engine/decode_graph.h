@@ -29,7 +29,9 @@
 //   (1: the CPU share's end time) and the next layer's attn_in (End: merge) waits for both
 //   sffn_done.l and dev_down.l. So the CPU's share of layer l runs beside the device's share
 //   and the background loads Prepare(l+1) queued in ffn_in.l, and a stall for the device is
-//   charged to the part it waited for (DecodeGraphStats).
+//   charged to the part it waited for (DecodeGraphStats). Under three tiers (a RAM tier too)
+//   the step's bundle loads copy from the tier's buffers, issued by Begin; a fourth external
+//   dev_load.l (tag H2D background), signalled when they landed, also precedes the merge.
 // then out (1: last FFN end, output norm, head input) → head (P: lm head rows);
 // the softcap runs on the caller after the graph. Every node depends on the
 // one before (a chain: each op reads what the previous one wrote) with one
@@ -99,6 +101,7 @@ class DecodeGraph {
     int ffn_parts = 1;  // bundles: parts of the sparse FFN's nodes
     int dev_up = -1;    // split FFN: the first of the externals dev_up, dev_gpu, dev_down
     int disk = -1;      // RAM tier: the external its reads' landing signals
+    int dev_load = -1;  // three tiers: the external the step's bundle loads signal
   };
 
   explicit DecodeGraph(Engine::Impl& m);
