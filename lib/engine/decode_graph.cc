@@ -50,7 +50,7 @@ absl::Status DecodeGraph::Build() {
   const int d = hp.n_embd, ff = hp.n_ff, qd = hp.q_dim(), kvd = static_cast<int>(m.kv_dim);
   bundles_ = m.sparse != nullptr && m.sparse->UsesBundles(1);
   split_ = SplitFfn(m, bundles_);
-  if (bundles_ && m.sparse->tier() != nullptr) {
+  if (bundles_ && m.sparse->tier() != nullptr && m.options.graph_tier_externals) {
     tier_ = m.sparse->tier();
     tier_->SetReadNotify(&OnBundlesRead, this);
     tier_->SetLogTokenStalls(true);

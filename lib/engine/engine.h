@@ -86,6 +86,13 @@ struct EngineOptions {
   // docs/dag.md has the measurement behind the default); false: the pool path. KAIROX_EXEC
   // overrides. The device layers (n_gpu_layers) always run on the pool path.
   bool graph_with_device = true;
+  // Under a RAM budget, whether the decode graph waits for each layer's bundle reads through
+  // a disk external signalled by the I/O completion (the stall is then charged to the disk
+  // tag; docs/dag.md), and under three tiers for the step's bundle loads through an H2D
+  // background external; false: inside the FFN's prologue node (BundleTier::Acquire blocks)
+  // and inside End, as before. Same logits either way. On a machine loaded to 5-7 (2 cores)
+  // the externals measured 0.80x tg at a 25 % budget (docs/dag.md).
+  bool graph_tier_externals = true;
   // Tests' negative control: the decode graph signals its device externals without waiting
   // for the device's events (DecodeGraphStats::early_signals then counts the steps).
   bool debug_graph_signal_early = false;

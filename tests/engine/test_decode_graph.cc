@@ -368,6 +368,29 @@ TEST_CASE("--tier-log: the decode graph's per-token stalls on each token's last 
   }
 }
 
+TEST_CASE("graph decode under a RAM budget without the tier's externals") {
+  // EngineOptions::graph_tier_externals = false: the FFN's prologue waits in Acquire, as
+  // before the externals; the same logits, and a plan with no externals.
+  const auto tokens = kx::test::RandomTokens(43, 8);
+  auto pool = Load("llama", Mode::kTiered, Executor::kPool, 2);
+  kx::EngineOptions o;
+  o.n_threads = 2;
+  o.n_ctx = 64;
+  o.sidecar = Tiny("llama", true).sidecar;
+  o.ram_budget = "25%";
+  o.graph_tier_externals = false;
+  auto graph = kx::Engine::Load(Tiny("llama", false).model, o);
+  REQUIRE(graph.ok());
+  const auto a = Run(*pool, tokens);
+  const auto b = Run(**graph, tokens);
+  for (size_t t = 0; t < a.size(); ++t) {
+    INFO("step " << t);
+    CHECK(std::memcmp(a[t].data(), b[t].data(), a[t].size() * sizeof(float)) == 0);
+  }
+  CHECK((*graph)->DecodeGraphParts() > 0);
+  CheckPlan(**graph, false);
+}
+
 TEST_CASE("graph decode keeps the per-op profile") {
   auto e = Load("llama", Mode::kSparse, Executor::kGraph, 2);
   const auto tokens = kx::test::RandomTokens(7, 10);
