@@ -90,8 +90,7 @@ struct EngineOptions {
   // a disk external signalled by the I/O completion (the stall is then charged to the disk
   // tag; docs/dag.md), and under three tiers for the step's bundle loads through an H2D
   // background external; false: inside the FFN's prologue node (BundleTier::Acquire blocks)
-  // and inside End, as before. Same logits either way. On a machine loaded to 5-7 (2 cores)
-  // the externals measured 0.80x tg at a 25 % budget (docs/dag.md).
+  // and inside End, as before. Same logits either way (docs/dag.md has the measurements).
   bool graph_tier_externals = true;
   // Tests' negative control: the decode graph signals its device externals without waiting
   // for the device's events (DecodeGraphStats::early_signals then counts the steps).
