@@ -12,7 +12,8 @@
 //   --ram-budget SIZE|PCT  hard RAM limit; FFN bundles streamed from the sidecar file
 //   --policy NAME    which groups stay resident under the budget
 //   --no-prefetch    a layer's bundle reads start when it runs, not one layer ahead
-//   --tier-log PATH  CSV per token of the tier's λ, hits, reads and stalls
+//   --tier-log PATH  CSV per layer step of the tier's λ, hits, reads and stalls, with the
+//                    decode graph's per-token stalls (docs/tiers.md)
 //   --tier-miss read|skip  a predicted group that is not resident: read it, or skip it
 // and the device flags (docs/device.md):
 //   --device cpu|cuda|sim|auto   where the non-FFN part of the layers runs (default auto)
@@ -100,7 +101,9 @@ void AddSparseOptions(CLI::App& app, Options* o) {
       ->group(tiers);
   if constexpr (kEngine) {
     app.add_option("--tier-log", o->tier_log,
-                   "CSV per layer step: lambda, resident, hits, reads, bytes, stalls")
+                   "CSV per layer step: lambda, resident, hits, reads, bytes, stalls; the "
+                   "decode graph's per-token stalls (cpu, gpu, h2d, disk) on each token's last "
+                   "line (docs/tiers.md)")
         ->type_name("PATH")
         ->group(tiers);
     app.add_option_function<std::string>(

@@ -122,6 +122,9 @@ absl::StatusOr<std::unique_ptr<BundleTier>> BundleTier::Create(const sparse::Sid
     // wait for them sees the mirror's stale bytes on any machine.
     io.backend = IoBackend::kPread;
     io.debug_delay_us = kDebugReadDelayUs;
+  } else if (options.debug_read_delay_us > 0) {
+    io.backend = IoBackend::kPread;
+    io.debug_delay_us = options.debug_read_delay_us;
   }
   KX_ASSIGN_OR_RETURN(t->io_, IoExecutor::Create(io));
   KX_RETURN_IF_ERROR(t->io_->RegisterBuffer(t->mirrors_, 2 * t->mirror_bytes_));
@@ -138,9 +141,17 @@ absl::StatusOr<std::unique_ptr<BundleTier>> BundleTier::Create(const sparse::Sid
   t->residency_ =
       std::make_unique<policy::Residency>(t->n_layer_, t->n_groups_, t->slots_per_layer_);
   t->layers_.resize(t->n_layer_);
-  for (LayerState& L : t->layers_) {
+  t->landing_ = std::make_unique<Landing[]>(t->n_layer_);
+  for (int l = 0; l < t->n_layer_; ++l) {
+    LayerState& L = t->layers_[l];
+    Landing& s = t->landing_[l];
+    s.tier = t.get();
+    s.layer = l;
+    // Set before any read is submitted (IoEvent::SetCallback must not race a completion).
     L.event = std::make_unique<IoEvent>();
+    L.event->SetCallback(&OnEventDone, &s);
     L.top_up_event = std::make_unique<IoEvent>();
+    L.top_up_event->SetCallback(&OnEventDone, &s);
     L.spec_read.assign(t->n_groups_, 0);
     L.ptrs.assign(t->n_groups_, nullptr);
     L.pending_loads.reserve(t->n_groups_);
@@ -161,7 +172,8 @@ absl::StatusOr<std::unique_ptr<BundleTier>> BundleTier::Create(const sparse::Sid
     }
     std::fprintf(t->log_,
                  "token,layer,lambda,resident,groups_needed,hits,loads,evictions,read_ops,"
-                 "bytes_read,io_wait_ns,compute_ns\n");
+                 "bytes_read,io_wait_ns,compute_ns,graph_cpu_ns,graph_gpu_ns,"
+                 "graph_h2d_critical_ns,graph_h2d_background_ns,graph_disk_ns\n");
   }
   Log().info(
       "bundle tier: {} of {} groups per layer resident ({}), policy {}, {} reads{}, "
@@ -172,18 +184,49 @@ absl::StatusOr<std::unique_ptr<BundleTier>> BundleTier::Create(const sparse::Sid
 }
 
 void BundleTier::LogStep(int layer) {
+  if (log_line_waiting_) {  // the decode graph did not end the last token (the pool path ran)
+    log_line_waiting_ = false;
+    WriteLogLine(n_layer_ - 1, nullptr);
+  }
+  if (layer == n_layer_ - 1 && log_token_stalls_) {
+    log_line_waiting_ = true;  // LogTokenStalls writes it
+    return;
+  }
+  WriteLogLine(layer, nullptr);
+}
+
+void BundleTier::LogTokenStalls(const int64_t (&stalls)[kTokenStallColumns]) {
+  if (log_ == nullptr || !log_line_waiting_) return;
+  log_line_waiting_ = false;
+  WriteLogLine(n_layer_ - 1, stalls);
+}
+
+void BundleTier::WriteLogLine(int layer, const int64_t* stalls) {
   const LayerStep& t = layers_[layer].step;
-  std::fprintf(log_, "%lld,%d,%.5f,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld\n",
+  std::fprintf(log_, "%lld,%d,%.5f,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld",
                static_cast<long long>(log_tokens_), layer, t.lambda, t.resident_groups,
                static_cast<long long>(t.groups_needed), static_cast<long long>(t.hits),
                static_cast<long long>(t.loads), static_cast<long long>(t.evictions),
                static_cast<long long>(t.read_ops), static_cast<long long>(t.bytes_read),
                static_cast<long long>(t.io_wait_ns), static_cast<long long>(t.compute_ns));
+  // The graph's per-token stalls, on the token's last line only (so a column sums to the
+  // run's total); empty on the other lines and on the pool path.
+  for (int i = 0; i < kTokenStallColumns; ++i) {
+    if (stalls != nullptr) {
+      std::fprintf(log_, ",%lld", static_cast<long long>(stalls[i]));
+    } else {
+      std::fputc(',', log_);
+    }
+  }
+  std::fputc('\n', log_);
   if (layer == n_layer_ - 1) ++log_tokens_;
 }
 
 BundleTier::~BundleTier() {
-  if (log_ != nullptr) std::fclose(log_);
+  if (log_ != nullptr) {
+    if (log_line_waiting_) WriteLogLine(n_layer_ - 1, nullptr);
+    std::fclose(log_);
+  }
   // Drain in-flight reads before their buffers go.
   for (LayerState& L : layers_) {
     if (L.event != nullptr) L.event->Wait();
@@ -270,6 +313,8 @@ void BundleTier::ReadGroups(int layer, const std::vector<int32_t>& groups, int m
   event->Reset();
   if (reads_.empty()) return;
   event->Add(static_cast<int>(reads_.size()));
+  // One more event in flight for NotifyWhenRead (its callback counts it down).
+  landing_[layer].count.fetch_add(1, std::memory_order_acq_rel);
   stats_.read_ops += static_cast<int64_t>(reads_.size());
   io_->Submit(IoPriority::kCritical, reads_.data(), static_cast<int>(reads_.size()));
 }
@@ -375,6 +420,13 @@ const uint8_t* const* BundleTier::Acquire(int layer, const uint32_t* masks) {
   }
   const int64_t t1 = NowNs();
   L.wait_ns = t1 - t0;
+  if (L.notify_ns != 0) {
+    // On the graph the wait happened before this node ran: from NotifyWhenRead (where the
+    // pool path would have called Acquire) to the landing.
+    L.wait_ns += std::max<int64_t>(
+        0, landing_[layer].landed_ns.load(std::memory_order_acquire) - L.notify_ns);
+    L.notify_ns = 0;
+  }
   stats_.io_wait_ns += L.wait_ns;
   absl::Status read_status = L.event->status();
   if (read_status.ok()) read_status = L.top_up_event->status();
@@ -403,6 +455,40 @@ const uint8_t* const* BundleTier::Acquire(int layer, const uint32_t* masks) {
   L.acquired = true;
   L.acquire_ns = t2;
   return L.ptrs.data();
+}
+
+void BundleTier::SetReadNotify(ReadNotify fn, void* ctx) {
+  notify_ = fn;
+  notify_ctx_ = ctx;
+}
+
+void BundleTier::NotifyWhenRead(int layer, const uint32_t* masks) {
+  LayerState& L = layers_[layer];
+  if (L.mirror < 0) Prepare(layer, masks);
+  KX_CHECK_MSG(notify_ != nullptr, "bundle tier: NotifyWhenRead without a read notify");
+  L.notify_ns = NowNs();
+  Landing& s = landing_[layer];
+  if (options_.debug_skip_wait) {  // the negative control must not wait here either
+    s.landed_ns.store(L.notify_ns, std::memory_order_release);
+    notify_(notify_ctx_, layer);
+    return;
+  }
+  // Nothing in flight (count 0): this call reaches kArmed and notifies; otherwise the last
+  // event's callback will.
+  if (s.count.fetch_add(kArmed, std::memory_order_acq_rel) == 0) Land(s);
+}
+
+void BundleTier::OnEventDone(void* ctx) {
+  Landing& s = *static_cast<Landing*>(ctx);
+  if (s.count.fetch_sub(1, std::memory_order_acq_rel) - 1 == kArmed) s.tier->Land(s);
+}
+
+void BundleTier::Land(Landing& s) {
+  // Only the party that reached kArmed gets here, and nothing else changes the count until
+  // the layer's next reads, which come after its Acquire (after this notify).
+  s.count.store(0, std::memory_order_relaxed);
+  s.landed_ns.store(NowNs(), std::memory_order_release);
+  notify_(notify_ctx_, s.layer);
 }
 
 void BundleTier::Release(int layer) {

@@ -29,8 +29,17 @@
 //   const uint8_t* const* b = tier->Acquire(l, masks);
 //   ... SparseFfn over b ...
 //   tier->Release(l);
+//
+// On the decode graph (engine/decode_graph.h) the wait is not inside Acquire: the graph
+// calls NotifyWhenRead(l) once layer l's reads were started, and the read notify it set
+// signals the layer's `disk` external when they land, on the I/O completion thread; the
+// FFN's first node depends on that external, so Acquire finds the bytes there and the
+// executor charges the wait to the disk tag. The tier still measures the same wait (from
+// NotifyWhenRead to the landing), so its statistics and the adaptive policy's feedback do
+// not depend on the executor.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -54,9 +63,9 @@ namespace kx {
 enum class TierMiss { kRead, kSkip };
 
 struct TierOptions {
-  uint64_t resident_bytes = 0;  // bytes of resident bundle slots, all layers together
+  uint64_t resident_bytes = 0;          // bytes of resident bundle slots, all layers together
   std::string policy = "tam-adaptive";  // policy::MakePolicy name
-  bool prefetch = true;         // false: a layer's reads start only when it runs
+  bool prefetch = true;                 // false: a layer's reads start only when it runs
   TierMiss miss = TierMiss::kRead;
   // With prefetch: start layer 0's reads of the next token during the last
   // layer, guessed from this token's layer-0 groups (Speculate).
@@ -71,6 +80,9 @@ struct TierOptions {
   // Negative control for the tests: Acquire does not wait for the reads, so
   // compute may see stale bytes. Never set outside a test.
   bool debug_skip_wait = false;
+  // Tests: every read starts this many microseconds late (the pread backend), so that the
+  // tier really waits on any machine. 0 in every real configuration.
+  int debug_read_delay_us = 0;
   IoBackend io_backend = IoBackend::kAuto;
   // Page runs closer than this many unneeded pages are read as one (KAIROX_TIER_GAP overrides).
   int max_gap_pages = 2;
@@ -88,12 +100,12 @@ struct TierStats {
   int64_t hits = 0;           // of those, resident when the layer was prepared
   int64_t read_ops = 0;       // I/O operations (page runs)
   int64_t bytes_read = 0;
-  int64_t loads = 0;          // groups admitted into slots
-  int64_t skipped = 0;        // needed groups computed without (TierMiss::kSkip)
+  int64_t loads = 0;    // groups admitted into slots
+  int64_t skipped = 0;  // needed groups computed without (TierMiss::kSkip)
   int64_t evictions = 0;
-  int64_t io_wait_ns = 0;     // compute waited for reads (the I/O stall)
-  int64_t compute_ns = 0;     // Acquire → Release: the layers' FFN compute
-  int64_t copy_ns = 0;        // mirror → slot copies of admitted groups
+  int64_t io_wait_ns = 0;  // compute waited for reads (the I/O stall)
+  int64_t compute_ns = 0;  // Acquire → Release: the layers' FFN compute
+  int64_t copy_ns = 0;     // mirror → slot copies of admitted groups
 };
 
 class BundleTier {
@@ -112,8 +124,8 @@ class BundleTier {
   // mirrors as "bundle staging"), opens the sidecar for O_DIRECT reads and
   // reads the policy's initial placement. `sidecar` must outlive the tier.
   static absl::StatusOr<std::unique_ptr<BundleTier>> Create(const sparse::Sidecar& sidecar,
-                                                             const TierOptions& options,
-                                                             MemoryBudget* budget);
+                                                            const TierOptions& options,
+                                                            MemoryBudget* budget);
   ~BundleTier();
 
   // Bytes the tier needs besides its slots (two staging mirrors, tables).
@@ -132,6 +144,28 @@ class BundleTier {
   // bundle of each needed group (null for a group skipped by TierMiss::kSkip).
   const uint8_t* const* Acquire(int layer, const uint32_t* masks);
   void Release(int layer);
+
+  // ---- The decode graph's disk externals (see the file comment).
+  // fn(ctx, layer) is called once per NotifyWhenRead(layer), when that layer's reads of
+  // the step have landed: on the calling thread when they already have, else on the I/O
+  // executor's completion thread (it must not block). Set before the first NotifyWhenRead,
+  // and not while one is pending; null clears it.
+  using ReadNotify = void (*)(void* ctx, int layer);
+  void SetReadNotify(ReadNotify fn, void* ctx);
+  const void* read_notify_ctx() const { return notify_ctx_; }
+  // Prepares `layer` as Acquire would if it was not, then arranges the read notify. At most
+  // once per step of the layer, before its Acquire. With debug_skip_wait it notifies at once.
+  // `masks` are read only when the layer was not prepared (may be null otherwise).
+  void NotifyWhenRead(int layer, const uint32_t* masks);
+  bool prepared(int layer) const { return layers_[layer].mirror >= 0; }
+  // The deferred --tier-log line (see SetLogTokenStalls) of the token that just ended, with
+  // the decode graph's per-token stalls (ns): cpu, then waits for gpu, h2d critical, h2d
+  // background, disk.
+  static constexpr int kTokenStallColumns = 5;
+  void LogTokenStalls(const int64_t (&stalls)[kTokenStallColumns]);
+  // The decode graph writes the token's stalls: the last layer's log line then waits for
+  // LogTokenStalls (a line still waiting when the next step logs is written without them).
+  void SetLogTokenStalls(bool on) { log_token_stalls_ = on; }
 
   bool prefetch() const { return options_.prefetch; }
   bool speculate_layer0() const { return options_.prefetch && options_.speculate_layer0; }
@@ -159,13 +193,28 @@ class BundleTier {
     std::vector<uint8_t> spec_read;         // per group: read by Speculate this step
     int64_t spec_ops = 0, spec_bytes = 0;
     std::vector<std::pair<int32_t, int>> pending_loads;  // (group, slot) admitted this step
-    std::vector<int32_t> pinned;         // slots pinned while the layer computes
-    std::vector<const uint8_t*> ptrs;    // per group: where compute reads it
-    policy::Feedback feedback;           // of the last completed step
+    std::vector<int32_t> pinned;                         // slots pinned while the layer computes
+    std::vector<const uint8_t*> ptrs;                    // per group: where compute reads it
+    policy::Feedback feedback;                           // of the last completed step
     int64_t wait_ns = 0;
     int64_t acquire_ns = 0;
-    LayerStep step;  // filled by Prepare, Acquire and Release
+    int64_t notify_ns = 0;  // NotifyWhenRead's time this step (0: not armed)
+    LayerStep step;         // filled by Prepare, Acquire and Release
   };
+  // Reads of one layer in flight, for NotifyWhenRead: `count` is the events with reads not
+  // yet landed, plus kArmed while a notify is pending; the party that brings it to exactly
+  // kArmed (NotifyWhenRead, or the last event's completion callback) notifies. One cache
+  // line per layer: the completion thread writes it while graph threads run.
+  struct alignas(64) Landing {
+    BundleTier* tier = nullptr;
+    int layer = 0;
+    std::atomic<int32_t> count{0};
+    std::atomic<int64_t> landed_ns{0};  // when the notify fired
+  };
+  static constexpr int32_t kArmed = 1 << 24;
+  static void OnEventDone(void* ctx);  // an IoEvent callback; ctx is a Landing
+  void Land(Landing& s);
+
   BundleTier() = default;
   int ClaimMirror(int layer);
   absl::Status InitialPlacement();
@@ -206,9 +255,15 @@ class BundleTier {
   std::vector<IoRead> reads_;
   TierStats stats_;
   absl::Status status_;
+  std::unique_ptr<Landing[]> landing_;
+  ReadNotify notify_ = nullptr;
+  void* notify_ctx_ = nullptr;
   std::FILE* log_ = nullptr;
   int64_t log_tokens_ = 0;
+  bool log_token_stalls_ = false;
+  bool log_line_waiting_ = false;  // the last layer's line, waiting for LogTokenStalls
   void LogStep(int layer);
+  void WriteLogLine(int layer, const int64_t* stalls);
 };
 
 }  // namespace kx

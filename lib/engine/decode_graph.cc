@@ -16,6 +16,15 @@ std::string Name(const char* what, int l) { return absl::StrCat(what, ".", l); }
 
 DecodeGraph::DecodeGraph(Engine::Impl& m) : m_(m), exec_(*m.pool) {}
 
+DecodeGraph::~DecodeGraph() {
+  // The engine destroys its graph before its sparse runtime, so the tier is still there.
+  // A replacement graph may already have set its own notify.
+  if (tier_ != nullptr && tier_->read_notify_ctx() == this) {
+    tier_->SetReadNotify(nullptr, nullptr);
+    tier_->SetLogTokenStalls(false);
+  }
+}
+
 absl::StatusOr<std::unique_ptr<DecodeGraph>> DecodeGraph::Create(Engine::Impl& m) {
   std::unique_ptr<DecodeGraph> g(new DecodeGraph(m));
   KX_RETURN_IF_ERROR(g->Build());
@@ -41,6 +50,11 @@ absl::Status DecodeGraph::Build() {
   const int d = hp.n_embd, ff = hp.n_ff, qd = hp.q_dim(), kvd = static_cast<int>(m.kv_dim);
   bundles_ = m.sparse != nullptr && m.sparse->UsesBundles(1);
   split_ = SplitFfn(m, bundles_);
+  if (bundles_ && m.sparse->tier() != nullptr && m.options.graph_tier_externals) {
+    tier_ = m.sparse->tier();
+    tier_->SetReadNotify(&OnBundlesRead, this);
+    tier_->SetLogTokenStalls(true);
+  }
   if (split_) {
     watch_ = std::make_unique<DeviceWatch>(m.device->device());
     watch_->set_debug_signal_early(m.options.debug_graph_signal_early);
@@ -50,12 +64,14 @@ absl::Status DecodeGraph::Build() {
 
   layers_.resize(hp.n_layer);  // never resized again: nodes hold Layer pointers
   int prev = g_.Add(EmbedNode, this, 1, "embed");
-  int join = -1;  // a second predecessor for the next node (the device's last external)
+  // More predecessors for the next node (the device's last externals, the disk external).
+  int join = -1, join2 = -1;
   auto chain = [&](graph::TaskFn fn, void* ctx, int parts, const std::string& name) {
     const int id = g_.Add(fn, ctx, parts, name.c_str());
     g_.Depend(prev, id);
     if (join >= 0) g_.Depend(join, id);
-    join = -1;
+    if (join2 >= 0) g_.Depend(join2, id);
+    join = join2 = -1;
     prev = id;
   };
   auto external = [&](int after, const char* what, int l, int tag) {
@@ -86,7 +102,13 @@ absl::Status DecodeGraph::Build() {
     chain(WoInNode, &L, 1, Name("wo_in", l));
     chain(WoNode, &L, P, Name("wo", l));
     chain(FfnInNode, &L, 1, Name("ffn_in", l));
-    const int ffn_in = prev;
+    if (bundles_ && tier_ != nullptr) {
+      // The FFN starts once the layer's reads landed (the external) and ffn_in.l ran.
+      L.disk = external(prev, "disk", l, DecodeGraphStats::kDisk);
+      join = L.disk;
+      chain(SparseBeginNode, &L, 1, Name("sffn_in", l));
+    }
+    const int ffn_begin = prev;  // the node that runs BeginBundles (the device's Begin)
     if (bundles_) {
       // The next layer's predictor runs in ffn_in, before the FFN's parts.
       // As its own node beside them it was slower (SmolLM2, 2 threads: tg
@@ -100,10 +122,16 @@ absl::Status DecodeGraph::Build() {
         // Nothing of the CPU's share waits for the device; the merge (the next node) waits
         // for both. Ids are consecutive: WatchDevice relies on it.
         chain(SparseDoneNode, &L, 1, Name("sffn_done", l));
-        L.dev_up = external(ffn_in, "dev_up", l, DecodeGraphStats::kH2dCritical);
+        L.dev_up = external(ffn_begin, "dev_up", l, DecodeGraphStats::kH2dCritical);
         const int gpu = external(L.dev_up, "dev_gpu", l, DecodeGraphStats::kGpu);
         join = external(gpu, "dev_down", l, DecodeGraphStats::kH2dCritical);
         KX_CHECK(gpu == L.dev_up + 1 && join == L.dev_up + 2);
+        if (tier_ != nullptr) {
+          // Three tiers: the step's bundle loads copy from the RAM tier's buffers, so End
+          // (the merge) waits for them before the tier may reuse them.
+          L.dev_load = external(ffn_begin, "dev_load", l, DecodeGraphStats::kH2dBackground);
+          join2 = L.dev_load;
+        }
       }
     } else {
       chain(GateUpNode, &L, P, Name("gate_up", l));
@@ -124,16 +152,24 @@ void DecodeGraph::Run(int32_t token, float* logits_dst) {
   g_.Reset();
   mark_ns_ = NowNs();
   stats_ = exec_.Run(g_);
-  if (watch_ != nullptr) {
-    // Every external was signalled (Run returned), but the watcher may still be inside its
-    // last Signal call: the next Reset must not overlap it.
-    watch_->Drain();
+  // Every external was signalled (Run returned), but the watcher may still be inside its
+  // last Signal call: the next Reset must not overlap it. (A disk external's Signal returned
+  // before its layer's Acquire did: Acquire waits for the event whose callback signals.)
+  if (watch_ != nullptr) watch_->Drain();
+  if (has_externals()) {
     stall_.runs += 1;
     stall_.wall_ns += stats_.wall_ns;
     stall_.external_wait_ns += stats_.external_wait_ns;
     const std::vector<int64_t>& by_tag = exec_.external_wait_by_tag();
     for (size_t t = 0; t < by_tag.size() && t < DecodeGraphStats::kTags; ++t) {
       stall_.wait_ns[t] += by_tag[t];
+    }
+    if (tier_ != nullptr) {
+      int64_t token[BundleTier::kTokenStallColumns] = {stats_.wall_ns - stats_.external_wait_ns};
+      for (int t = 0; t < DecodeGraphStats::kTags; ++t) {
+        token[1 + t] = static_cast<size_t>(t) < by_tag.size() ? by_tag[t] : 0;
+      }
+      tier_->LogTokenStalls(token);
     }
   }
   if (logits_ != nullptr) {
@@ -238,11 +274,13 @@ void DecodeGraph::FfnInNode(void* ctx, int, int) {
     m.sparse->OnFfnInput(L.l, 1, m.xn.data());
     s.Mark(Op::kPredict);
   }
-  if (s.bundles_) {
-    // Under a RAM tier this waits for layer l's bundle reads (BundleTier::Acquire).
-    m.sparse->BeginBundles(L.l, m.xn.data(), m.ffo.data(), L.ffn_parts);
-    if (L.dev_up >= 0) s.WatchDevice(L);
+  if (L.disk >= 0) {
+    // Layer l's reads were started in ffn_in.l-1 (or just now): disk.l is signalled when
+    // they land, and sffn_in.l begins the FFN.
+    m.sparse->NotifyWhenBundlesRead(L.l);
     s.Mark(Op::kFfnSparse);
+  } else if (s.bundles_) {
+    s.BeginFfn(L);
   } else {
     PrepareLinear(L.gate_up, m.xn.data(), m.hp.n_embd);
     s.Mark(Op::kFfnGateUp);
@@ -266,6 +304,23 @@ void DecodeGraph::ActNode(void* ctx, int, int) {
 
 void DecodeGraph::DownNode(void* ctx, int part, int n_parts) {
   RunLinearPart(static_cast<Layer*>(ctx)->down, part, n_parts);
+}
+
+void DecodeGraph::BeginFfn(const Layer& L) {
+  Engine::Impl& m = m_;
+  m.sparse->BeginBundles(L.l, m.xn.data(), m.ffo.data(), L.ffn_parts);
+  if (L.dev_up >= 0) WatchDevice(L);
+  Mark(Op::kFfnSparse);  // under a tier this includes the wait for the reads (disk.l)
+}
+
+void DecodeGraph::SparseBeginNode(void* ctx, int, int) {
+  const Layer& L = *static_cast<Layer*>(ctx);
+  L.self->BeginFfn(L);
+}
+
+void DecodeGraph::OnBundlesRead(void* ctx, int layer) {
+  auto* self = static_cast<DecodeGraph*>(ctx);
+  self->g_.Signal(self->layers_[layer].disk);
 }
 
 void DecodeGraph::SparsePhase0Node(void* ctx, int part, int n_parts) {
@@ -293,6 +348,14 @@ void DecodeGraph::WatchDevice(const Layer& L) {
   } else {
     for (int i = 0; i < 3; ++i) g_.Signal(L.dev_up + i);
   }
+  if (L.dev_load >= 0) {
+    // Queued after the step's download: a stall past it is charged to the loads.
+    if (const Event* loaded = m_.device_ffn->StepLoadEvent(); loaded != nullptr) {
+      watch_->Watch({{loaded, &g_, L.dev_load}});
+    } else {
+      g_.Signal(L.dev_load);
+    }
+  }
 }
 
 void DecodeGraph::OutNode(void* ctx, int, int) {
@@ -314,7 +377,7 @@ void DecodeGraph::HeadNode(void* ctx, int part, int n_parts) {
 
 const DecodeGraphStats* Engine::decode_graph_stats() const {
   const DecodeGraph* g = impl_->decode_graph.get();
-  return g != nullptr && g->split() ? &g->stall_stats() : nullptr;
+  return g != nullptr && g->has_externals() ? &g->stall_stats() : nullptr;
 }
 
 const graph::TaskGraph* Engine::decode_task_graph() const {

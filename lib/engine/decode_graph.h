@@ -15,17 +15,23 @@
 //   ffn_in.l (1)   residual, FFN norm, predictor (sparse: SparseRuntime::OnFfnInput,
 //                  which under a RAM tier also starts the next layer's reads), then
 //                  dense: gate/up input prepared; bundles: SparseRuntime::BeginBundles
-//                  (under a tier, Acquire: this node blocks until layer l's reads landed)
+//   under a RAM tier, ffn_in.l instead ends by asking the tier to notify when layer l's
+//   reads landed (BundleTier::NotifyWhenRead; they were started in ffn_in.l-1), and
+//   disk.l (external, tag disk; signalled from the I/O completion) → sffn_in.l (1:
+//   BeginBundles, whose Acquire then finds the bytes there) run before the FFN's parts, so
+//   the executor charges the wait for the reads to the disk tag
 //   dense:   gate_up.l (P) → act.l (1: activation, down input) → down.l (P)
 //   bundles: sffn.l (P: SparseFfn phase 0) → sffn_mid.l (1) → sffn_down.l (P: phase 1)
 //   split FFN (a device FFN beside the bundles): ffn_in.l's BeginBundles starts the
 //   device's share; three externals dev_up.l → dev_gpu.l → dev_down.l (tags H2D critical,
-//   GPU, H2D critical) depend on ffn_in.l and are signalled by a DeviceWatch thread when the
-//   step's upload, kernel and download events complete; sffn_down.l → sffn_done.l (1: the
-//   CPU share's end time) and the next layer's attn_in (End: merge) waits for both
+//   GPU, H2D critical) depend on the node running BeginBundles and are signalled by a DeviceWatch
+//   thread when the step's upload, kernel and download events complete; sffn_down.l → sffn_done.l
+//   (1: the CPU share's end time) and the next layer's attn_in (End: merge) waits for both
 //   sffn_done.l and dev_down.l. So the CPU's share of layer l runs beside the device's share
 //   and the background loads Prepare(l+1) queued in ffn_in.l, and a stall for the device is
-//   charged to the part it waited for (DecodeGraphStats).
+//   charged to the part it waited for (DecodeGraphStats). Under three tiers (a RAM tier too)
+//   the step's bundle loads copy from the tier's buffers, issued by Begin; a fourth external
+//   dev_load.l (tag H2D background), signalled when they landed, also precedes the merge.
 // then out (1: last FFN end, output norm, head input) → head (P: lm head rows);
 // the softcap runs on the caller after the graph. Every node depends on the
 // one before (a chain: each op reads what the previous one wrote) with one
@@ -77,11 +83,14 @@ class DecodeGraph {
   const graph::TaskGraph& graph() const { return g_; }
   // The last Run's executor counters (graph/cpu_executor.h).
   const graph::RunStats& last_stats() const { return stats_; }
-  // Stalls summed over runs, by tag (engine.h); meaningful with the split FFN.
+  // Stalls summed over runs, by tag (engine.h); kept when the plan has externals.
   const DecodeGraphStats& stall_stats() const { return stall_; }
   void ResetStallStats() { stall_ = DecodeGraphStats{}; }
   // Whether the plan has the split FFN's device externals.
   bool split() const { return split_; }
+  // Whether the plan has externals (device or disk): stall_stats() is kept.
+  bool has_externals() const { return split_ || tier_ != nullptr; }
+  ~DecodeGraph();
 
  private:
   struct Layer {
@@ -91,6 +100,8 @@ class DecodeGraph {
     AttnPlan attn;
     int ffn_parts = 1;  // bundles: parts of the sparse FFN's nodes
     int dev_up = -1;    // split FFN: the first of the externals dev_up, dev_gpu, dev_down
+    int disk = -1;      // RAM tier: the external its reads' landing signals
+    int dev_load = -1;  // three tiers: the external the step's bundle loads signal
   };
 
   explicit DecodeGraph(Engine::Impl& m);
@@ -103,6 +114,10 @@ class DecodeGraph {
   // Split FFN, after Begin: hands the step's events to the watcher (or, with no device work
   // in the step, signals the layer's externals at once).
   void WatchDevice(const Layer& L);
+  // BeginBundles, then the device's externals (in ffn_in.l, or sffn_in.l under a tier).
+  void BeginFfn(const Layer& L);
+  // The tier's read notify (BundleTier::ReadNotify): signals disk.layer.
+  static void OnBundlesRead(void* ctx, int layer);
 
   // Node functions (graph::TaskFn); ctx is a Layer* except for the whole-token nodes.
   static void EmbedNode(void* ctx, int part, int n_parts);
@@ -116,6 +131,7 @@ class DecodeGraph {
   static void GateUpNode(void* ctx, int part, int n_parts);
   static void ActNode(void* ctx, int part, int n_parts);
   static void DownNode(void* ctx, int part, int n_parts);
+  static void SparseBeginNode(void* ctx, int part, int n_parts);
   static void SparsePhase0Node(void* ctx, int part, int n_parts);
   static void SparseMidNode(void* ctx, int part, int n_parts);
   static void SparsePhase1Node(void* ctx, int part, int n_parts);
@@ -127,6 +143,7 @@ class DecodeGraph {
   bool bundles_ = false;                // the FFN runs on the sparse runtime's bundles
   bool split_ = false;                  // ... split with the device (DeviceFfn): device externals
   std::unique_ptr<DeviceWatch> watch_;  // split_: signals the externals
+  BundleTier* tier_ = nullptr;          // the RAM tier whose reads are disk externals
   DecodeGraphStats stall_;
   int n_parts_ = 1;
   graph::TaskGraph g_;

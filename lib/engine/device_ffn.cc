@@ -481,7 +481,8 @@ absl::Status DeviceFfn::RunEnd(int layer, float* y) {
   KX_CHECK_MSG(active_layer_ == layer, "DeviceFfn::End for another layer than Begin");
   active_layer_ = -1;
   LayerState& L = layers_[layer];
-  const int64_t t0 = cpu_done_ns_ > 0 ? cpu_done_ns_ : NowNs();
+  const bool on_graph = cpu_done_ns_ > 0;  // the decode graph noted the CPU's end
+  const int64_t t0 = on_graph ? cpu_done_ns_ : NowNs();
   cpu_done_ns_ = 0;
   L.last.cpu_ns = t0 - begin_ns_;
   int64_t kept = 0;
@@ -495,13 +496,28 @@ absl::Status DeviceFfn::RunEnd(int layer, float* y) {
   pinned_.clear();
   const int64_t t1 = NowNs();
   L.last.wait_ns = t1 - t0;
+  int64_t graph_load_wait = 0;
+  if (on_graph && transient_host_ && L.loads_pending) {
+    // Three tiers on the decode graph: the merge ran after the loads' external (dev_load.l),
+    // so the host's wait for the loads is inside the wait above. Its part after the download
+    // (device clock) is the loads' (all of it when the step had no device work), as End's own
+    // wait for them is on the pool path.
+    KX_RETURN_IF_ERROR(device_.EventSynchronize(L.loaded));
+    int64_t after = L.last.wait_ns;
+    if (n_listed_ > 0) {
+      absl::StatusOr<double> s = device_.EventElapsedSeconds(returned_, L.loaded);
+      after = s.ok() ? static_cast<int64_t>(*s * 1e9) : 0;
+    }
+    graph_load_wait = std::clamp<int64_t>(after, 0, L.last.wait_ns);
+    L.last.wait_ns -= graph_load_wait;
+  }
   AttributeWait(L.last);
   L.last.disk_ns = pending_disk_ns_;
   pending_disk_ns_ = 0;
   if (transient_host_ && L.loads_pending) {
     // The host tier may reuse the buffers these loads read once the layer is released.
     KX_RETURN_IF_ERROR(device_.EventSynchronize(L.loaded));
-    const int64_t load_wait = NowNs() - t1;
+    const int64_t load_wait = NowNs() - t1 + graph_load_wait;
     stats_.load_wait_ns += load_wait;
     // The host waited for bundle loads: the background tag.
     L.last.h2d_background_ns += load_wait;

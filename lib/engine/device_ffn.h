@@ -208,6 +208,14 @@ class DeviceFfn {
     *returned = &returned_;
     return true;
   }
+  // The decode graph, three tiers: between Begin and End, the event after this step's bundle
+  // loads from the RAM tier's buffers (End waits for them before the tier may reuse the
+  // buffers), or null when the step issued none.
+  const Event* StepLoadEvent() const {
+    if (active_layer_ < 0 || !transient_host_) return nullptr;
+    const LayerState& L = layers_[active_layer_];
+    return L.loads_pending ? &L.loaded : nullptr;
+  }
   // The decode graph: the CPU's share of this step ended at `ns` (NowNs), before End. End
   // then counts the device wait from there (the graph's stall for the device's externals and
   // End's own), so the stall tags mean what they mean on the pool path.

@@ -401,6 +401,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
     sc.tier.prefetch = options.prefetch;
     sc.tier.miss = options.tier_skip_misses ? TierMiss::kSkip : TierMiss::kRead;
     sc.tier.debug_skip_wait = options.debug_skip_io_wait;
+    sc.tier.debug_read_delay_us = options.debug_io_delay_us;
     sc.tier.log_path = options.tier_log;
     sc.dual_threshold = options.dual_threshold;
     sc.dual.step_logit = options.dual_step_logit;

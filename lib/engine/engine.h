@@ -74,6 +74,7 @@ struct EngineOptions {
   bool tier_skip_misses = false;        // --tier-miss skip: compute without non-resident groups
   std::string tier_log;                 // --tier-log: CSV per layer step (λ, hits, reads, stalls)
   bool debug_skip_io_wait = false;  // tests' negative control: compute without waiting for reads
+  int debug_io_delay_us = 0;        // tests: the tier's reads start this late (pread backend)
 
   // How one decode token (a batch of 1) is dispatched: kPool runs each op as
   // one ThreadPool::Run with serial code between them; kGraph runs the
@@ -88,6 +89,12 @@ struct EngineOptions {
   // docs/dag.md has the measurement behind the default); false: the pool path. KAIROX_EXEC
   // overrides. The device layers (n_gpu_layers) always run on the pool path.
   bool graph_with_device = true;
+  // Under a RAM budget, whether the decode graph waits for each layer's bundle reads through
+  // a disk external signalled by the I/O completion (the stall is then charged to the disk
+  // tag; docs/dag.md), and under three tiers for the step's bundle loads through an H2D
+  // background external; false: inside the FFN's prologue node (BundleTier::Acquire blocks)
+  // and inside End, as before. Same logits either way (docs/dag.md has the measurements).
+  bool graph_tier_externals = true;
   // Tests' negative control: the decode graph signals its device externals without waiting
   // for the device's events (DecodeGraphStats::early_signals then counts the steps).
   bool debug_graph_signal_early = false;
@@ -132,8 +139,9 @@ struct OpProfile {
 // ABI reports it as KX_STATUS_INVALID_MODEL).
 bool IsNonFiniteLogits(const absl::Status& status);
 
-// The decode graph's stall accounting with the split FFN's device (engine/decode_graph.h),
-// summed over its runs since the last ResetProfile. The graph's device externals are tagged;
+// The decode graph's stall accounting with the split FFN's device or a RAM tier
+// (engine/decode_graph.h), summed over its runs since the last ResetProfile. The graph's
+// device externals and the tier's per-layer read externals (kDisk) are tagged;
 // wait_ns[tag] is the wall time every pool thread waited with only a signal of that tag
 // able to make progress (graph/cpu_executor.h), external_wait_ns their sum plus any untagged
 // stall. cpu is the rest of the runs' wall time: compute (and dispatch) on the CPU.
@@ -208,8 +216,8 @@ class Engine {
   // Task parts one decode token runs on the task graph (EngineOptions::executor
   // kGraph; engine/decode_graph.h), 0 until a token used it.
   int64_t DecodeGraphParts() const;
-  // The decode graph's stalls with the split FFN (null while no decode graph with device
-  // externals ran since the engine was made). Valid until the next Eval.
+  // The decode graph's stalls with the split FFN or a RAM tier (null while no decode graph
+  // with device or disk externals ran since the engine was made). Valid until the next Eval.
   const DecodeGraphStats* decode_graph_stats() const;
   // The decode graph's plan (tests inspect its dependencies), or null before a token used it.
   const graph::TaskGraph* decode_task_graph() const;

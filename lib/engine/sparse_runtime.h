@@ -38,10 +38,10 @@ namespace kx {
 class Model;
 
 struct SparseConfig {
-  float sparsity = -1.0f;      // < 0: the sidecar's own
-  bool use_predictor = true;   // false: the oracle (threshold only; computes every neuron)
-  bool masked_dense = false;   // decode through masked-dense too (reference, tracing)
-  std::string trace_path;      // record predicted and actual sets per token and layer
+  float sparsity = -1.0f;     // < 0: the sidecar's own
+  bool use_predictor = true;  // false: the oracle (threshold only; computes every neuron)
+  bool masked_dense = false;  // decode through masked-dense too (reference, tracing)
+  std::string trace_path;     // record predicted and actual sets per token and layer
   // Bundles under a RAM budget (engine/bundle_tier.h): read from the sidecar
   // file into `tier.resident_bytes` of slots instead of the mapped file.
   // tier.resident_bytes comes from resident_share × the sidecar's bundle
@@ -105,6 +105,11 @@ class SparseRuntime final : public FfnHook {
   // ffn() with n_parts parts; then ffn()'s phases and Finish; EndBundles
   // (serial) releases the tier's bundles and counts.
   void BeginBundles(int layer, const float* x, float* y, int n_parts);
+  // Under a RAM tier, on the decode graph (before BeginBundles): the tier calls its read
+  // notify once `layer`'s reads landed (BundleTier::NotifyWhenRead).
+  void NotifyWhenBundlesRead(int layer) {
+    tier_->NotifyWhenRead(layer, tier_->prepared(layer) ? nullptr : TierMasks(layer));
+  }
   sparse::SparseFfn& ffn() { return *ffn_; }
   void EndBundles(int layer);
 
@@ -148,7 +153,7 @@ class SparseRuntime final : public FfnHook {
   const cpu::KernelTable* kernels_ = nullptr;
   float sparsity_ = 0.0f;
   FfnActivation act_ = FfnActivation::kSilu;
-  float act_threshold_ = 0.0f;  // FATReLU's t
+  float act_threshold_ = 0.0f;          // FATReLU's t
   std::vector<float> thresholds_;       // per layer, at sparsity_
   std::vector<float> logit_threshold_;  // per layer: logit(predictor threshold)
   int n_layer_ = 0, n_embd_ = 0, n_ff_ = 0, gs_ = 0, n_groups_ = 0, max_batch_ = 0;
@@ -173,7 +178,7 @@ class SparseRuntime final : public FfnHook {
   std::vector<const uint8_t*> cpu_bundles_;  // the device's groups nulled (split FFN)
   std::vector<uint32_t> host_masks_;         // what the RAM tier provides under a device FFN
   float* y_ = nullptr;                       // BeginBundles → EndBundles: the FFN output
-  std::vector<uint32_t> layer0_masks_;  // the last token's layer-0 groups (the tier's guess)
+  std::vector<uint32_t> layer0_masks_;       // the last token's layer-0 groups (the tier's guess)
   bool has_layer0_masks_ = false;
   MemoryBudget* budget_ = nullptr;
   uint64_t reserved_ = 0;

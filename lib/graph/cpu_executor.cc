@@ -22,6 +22,10 @@ constexpr int64_t kSpinNsBeforeYield = 20'000;
 // Pauses between two clock reads while spinning: keeps the wait loop off the
 // clock without letting a yield come much later than kSpinNsBeforeYield.
 constexpr uint32_t kSpinsPerClockRead = 64;
+// A graph with externals whose every thread waits sleeps instead of yielding
+// (TaskGraph::SleepForWork), woken when parts are queued; this bounds a sleep
+// should a wake-up ever be missed.
+constexpr int64_t kSleepTimeoutNs = 1'000'000;
 }  // namespace
 
 CpuExecutor::CpuExecutor(ThreadPool& pool)
@@ -59,6 +63,7 @@ void CpuExecutor::Work(TaskGraph& g, int ith, int nth) {
   bool all_waiting = false;
   int64_t all_waiting_start = 0;  // the stall's start, or its last split at a signal
   int signals_read = 0;           // records of g's signal log already split stalls (thread 0)
+  const bool can_sleep = g.has_externals();
 
   auto charge = [&](int64_t until, int tag) {
     const int64_t ns = until - all_waiting_start;
@@ -121,6 +126,10 @@ void CpuExecutor::Work(TaskGraph& g, int ith, int nth) {
     }
     if (++spins % kSpinsPerClockRead != 0 || NowNs() - wait_start < kSpinNsBeforeYield) {
       KX_GRAPH_CPU_RELAX();
+    } else if (can_sleep && waiting_threads_.load(std::memory_order_relaxed) == nth) {
+      // Every thread waits: only an external's Signal can make progress (measured: two
+      // yielding threads slowed the RAM tier's reads' completion on a loaded machine).
+      have_part = g.SleepForWork(kSleepTimeoutNs, &part);
     } else {
       std::this_thread::yield();
     }

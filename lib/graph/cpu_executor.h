@@ -5,8 +5,12 @@
 // successors it made ready itself (see TaskGraph::RunPart) and queues the
 // rest. A thread with nothing ready spins (pause, then yield after 20 us of
 // waiting), so keep the pool hot (ThreadPool::HotScope) around a token's runs.
+// In a graph with externals, once every thread waits past those 20 us only a
+// Signal can make progress, and the threads sleep instead of yielding
+// (TaskGraph::SleepForWork), leaving the cores to whoever signals (docs/dag.md:
+// with the RAM tier's reads, 1.5x tg on a loaded machine).
 // Run returns only once every external was signalled: an external that is
-// never signalled makes it spin forever.
+// never signalled makes it wait forever.
 //
 // Cost (bench_graph, empty tasks, 2 threads, quiet machine): ~20 ns per task along a chain,
 // ~60 ns per part when each task has 2 parts — about one ThreadPool::Run per

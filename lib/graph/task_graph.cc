@@ -1,6 +1,12 @@
 #include "graph/task_graph.h"
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <climits>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -229,9 +235,42 @@ void TaskGraph::MakeReady(int id, Keep* keep) {
     keep->taken = true;
     p = 1;
   }
+  if (p == node.n_parts) return;  // handed to the completing thread: nobody to wake
   for (; p < node.n_parts; ++p) {
     KX_CHECK_MSG(ready_.TryPush(Pack(id, p)), "TaskGraph: ready ring full (a part queued twice)");
   }
+  if (n_externals_ > 0) WakeSleepers();
+}
+
+namespace {
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) &&
+                  std::atomic<uint32_t>::is_always_lock_free,
+              "the futex word must be a plain 32-bit atomic");
+uint32_t* FutexWord(std::atomic<uint32_t>* a) { return reinterpret_cast<uint32_t*>(a); }
+}  // namespace
+
+void TaskGraph::WakeSleepers() {
+  // A read-modify-write, not a load: it reads the latest sleepers_, so either it sees
+  // SleepForWork's increment or that increment reads from it, and then the sleeper's
+  // re-check sees the push (or the last sink's completion) made before it. (Not a fence:
+  // TSan does not support those.)
+  if (sleepers_.fetch_add(0, std::memory_order_seq_cst) == 0) return;
+  wake_seq_.fetch_add(1, std::memory_order_seq_cst);
+  syscall(SYS_futex, FutexWord(&wake_seq_), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+}
+
+bool TaskGraph::SleepForWork(int64_t timeout_ns, Part* part) {
+  sleepers_.fetch_add(1, std::memory_order_seq_cst);
+  const uint32_t seen = wake_seq_.load(std::memory_order_seq_cst);
+  const bool got = TryPopPart(part);
+  if (!got && !AllDone()) {
+    timespec ts;
+    ts.tv_sec = static_cast<time_t>(timeout_ns / 1'000'000'000);
+    ts.tv_nsec = static_cast<long>(timeout_ns % 1'000'000'000);
+    syscall(SYS_futex, FutexWord(&wake_seq_), FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
+  }
+  sleepers_.fetch_sub(1, std::memory_order_relaxed);
+  return got;
 }
 
 void TaskGraph::CompleteNode(int id, Keep* keep) {
@@ -243,6 +282,7 @@ void TaskGraph::CompleteNode(int id, Keep* keep) {
   if (node.succ_begin == node.succ_end) {
     const int32_t before = sinks_left_.fetch_sub(1, std::memory_order_acq_rel);
     KX_CHECK_MSG(before >= 1, "TaskGraph: a sink completed twice in one run");
+    if (before == 1 && n_externals_ > 0) WakeSleepers();  // the run is over
   }
 }
 

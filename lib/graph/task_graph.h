@@ -126,6 +126,14 @@ class TaskGraph {
   bool AllDone() const { return sinks_left_.load(std::memory_order_acquire) == 0; }
   // Ends a run: KX_CHECKs that every node completed exactly once.
   void EndRun();
+  // A graph with externals can stall with every executor thread idle, when only a Signal
+  // can make progress; spinning then takes the cores from the threads that signal (an I/O
+  // completion thread, a device watcher). So an executor may sleep: returns a ready part at
+  // once if there is one (true, *part set), else sleeps until parts are queued, the run
+  // ends, or timeout_ns passed (a safety net; false). Without externals nothing wakes a
+  // sleeper but the timeout: call only when has_externals().
+  bool has_externals() const { return n_externals_ > 0; }
+  bool SleepForWork(int64_t timeout_ns, Part* part);
   // The tag of the external signalled last (kNoTag if none this run): the
   // executor attributes a stall that a signal ended to it.
   int last_signalled_tag() const { return last_signalled_tag_.load(std::memory_order_relaxed); }
@@ -180,6 +188,8 @@ class TaskGraph {
   // it if external.
   void MakeReady(int id, Keep* keep);
   void CompleteNode(int id, Keep* keep);
+  // Wakes SleepForWork's sleepers, if any (graphs with externals only).
+  void WakeSleepers();
   std::string CycleMessage(const std::vector<int>& indegree_left) const;
   static uint64_t Pack(int node, int part) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(node)) << 32) | static_cast<uint32_t>(part);
@@ -210,6 +220,9 @@ class TaskGraph {
   std::unique_ptr<SignalRecord[]> signal_log_;
   int n_externals_ = 0;
   std::atomic<int> signal_log_n_{0};
+  // SleepForWork: a futex word bumped by WakeSleepers, and the threads sleeping on it.
+  alignas(64) std::atomic<uint32_t> wake_seq_{0};
+  std::atomic<int32_t> sleepers_{0};
 };
 
 }  // namespace kx::graph

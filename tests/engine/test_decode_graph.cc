@@ -4,21 +4,30 @@
 // post norms, q/k norms, local layers: the per-run sparse path) models,
 // dense, sparse over a sidecar from the real prepare pipeline (bundles and
 // masked-dense), and sparse under a RAM budget (bundles read by the tier),
-// with 1 and 2 threads.
+// with 1 and 2 threads. Under a RAM budget the plan has one disk external per
+// layer (the tier's reads, signalled when they land) before the FFN; with
+// reads made 2 ms late the graph charges its stalls to the disk tag,
+// consistently with the tier's own measure of its wait. Without a tier the
+// plan has no externals. --tier-log carries the graph's per-token stalls on
+// each token's last line, summing to the run's DecodeGraphStats.
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "catch2/catch.hpp"
+#include "engine/bundle_tier.h"
 #include "engine/engine.h"
 #include "engine/sparse_runtime.h"
 #include "engine/teacher_forced.h"
 #include "engine/tiny_model.h"
+#include "graph/task_graph.h"
 #include "prepare/prepare.h"
 #include "test_util.h"
 
@@ -95,8 +104,11 @@ const Prepared& Tiny(const std::string& arch, bool with_sidecar) {
 
 enum class Mode { kDense, kSparse, kMaskedDense, kTiered };
 
-std::unique_ptr<kx::Engine> Load(const std::string& arch, Mode mode, Executor exec, int threads) {
+std::unique_ptr<kx::Engine> Load(const std::string& arch, Mode mode, Executor exec, int threads,
+                                 int io_delay_us = 0, const std::string& tier_log = "") {
   kx::EngineOptions o;
+  o.debug_io_delay_us = io_delay_us;
+  o.tier_log = tier_log;
   o.n_threads = threads;
   o.n_ctx = 64;
   o.executor = exec;
@@ -133,6 +145,61 @@ std::vector<std::vector<float>> Run(kx::Engine& e, const std::vector<int32_t>& t
   return out;
 }
 
+bool HasEdge(const kx::graph::TaskGraph& g, int before, int after) {
+  return g.ToDot().find("n" + std::to_string(before) + " -> n" + std::to_string(after) + ";") !=
+         std::string::npos;
+}
+
+int FindNode(const kx::graph::TaskGraph& g, const std::string& name) {
+  for (int i = 0; i < g.num_nodes(); ++i) {
+    if (g.name(i) == name) return i;
+  }
+  return -1;
+}
+
+// Under a tier: disk.l (external, tag disk) after ffn_in.l, and sffn_in.l after both, before
+// the FFN's parts. Otherwise: no externals at all (dense decode gains no nodes).
+void CheckPlan(const kx::Engine& e, bool tiered) {
+  const kx::graph::TaskGraph* g = e.decode_task_graph();
+  REQUIRE(g != nullptr);
+  int externals = 0;
+  for (int i = 0; i < g->num_nodes(); ++i) externals += g->is_external(i);
+  if (!tiered) {
+    CHECK(externals == 0);
+    CHECK(e.decode_graph_stats() == nullptr);
+    return;
+  }
+  const int n_layer = e.hparams().n_layer;
+  CHECK(externals == n_layer);
+  for (int l = 0; l < n_layer; ++l) {
+    INFO("layer " << l);
+    const std::string s = std::to_string(l);
+    const int ffn_in = FindNode(*g, "ffn_in." + s), disk = FindNode(*g, "disk." + s),
+              begin = FindNode(*g, "sffn_in." + s), ffn = FindNode(*g, "sffn." + s);
+    REQUIRE(ffn_in >= 0);
+    REQUIRE(disk >= 0);
+    REQUIRE(begin >= 0);
+    REQUIRE(ffn >= 0);
+    CHECK(g->is_external(disk));
+    CHECK(g->tag(disk) == kx::DecodeGraphStats::kDisk);
+    CHECK(HasEdge(*g, ffn_in, disk));
+    CHECK(HasEdge(*g, disk, begin));
+    CHECK(HasEdge(*g, ffn_in, begin));
+    CHECK(HasEdge(*g, begin, ffn));
+  }
+  const kx::DecodeGraphStats* st = e.decode_graph_stats();
+  REQUIRE(st != nullptr);
+  CHECK(st->runs > 0);
+  int64_t tagged = 0;
+  for (int64_t w : st->wait_ns) {
+    CHECK(w >= 0);
+    tagged += w;
+  }
+  CHECK(tagged == st->wait_ns[kx::DecodeGraphStats::kDisk]);  // the only tag in this plan
+  CHECK(tagged <= st->external_wait_ns);
+  CHECK(st->external_wait_ns <= st->wall_ns);
+}
+
 void CheckSame(const std::string& arch, Mode mode, int threads) {
   INFO(arch << (mode == Mode::kDense         ? " dense"
                 : mode == Mode::kSparse      ? " sparse"
@@ -153,6 +220,8 @@ void CheckSame(const std::string& arch, Mode mode, int threads) {
   // The graph really ran the decode tokens (and the pool engine never built one).
   CHECK(pool->DecodeGraphParts() == 0);
   CHECK(graph->DecodeGraphParts() > 0);
+  CHECK(pool->decode_graph_stats() == nullptr);
+  if (mode != Mode::kMaskedDense) CheckPlan(*graph, mode == Mode::kTiered);
   REQUIRE(a.size() == b.size());
   for (size_t t = 0; t < a.size(); ++t) {
     INFO("step " << t);
@@ -201,6 +270,125 @@ TEST_CASE("graph decode equals pool decode: llama, sparse under a 25% RAM budget
 
 TEST_CASE("graph decode equals pool decode: gemma3, sparse under a 25% RAM budget") {
   for (int threads : {1, 2}) CheckSame("gemma3", Mode::kTiered, threads);
+}
+
+TEST_CASE("graph decode under a RAM budget: waits for slow reads are charged to disk") {
+  // Every read starts 2 ms late (pread backend), so a layer's reads, started one layer
+  // ahead, outlast the tiny model's FFN and attention: the FFN node waits for disk.l.
+  constexpr int kDelayUs = 2000;
+  const auto tokens = kx::test::RandomTokens(31, 12);
+  auto pool = Load("llama", Mode::kTiered, Executor::kPool, 2, kDelayUs);
+  auto graph = Load("llama", Mode::kTiered, Executor::kGraph, 2, kDelayUs);
+  const auto a = Run(*pool, tokens);
+  const auto b = Run(*graph, tokens);
+  REQUIRE(a.size() == b.size());
+  for (size_t t = 0; t < a.size(); ++t) {
+    INFO("step " << t);
+    CHECK(std::memcmp(a[t].data(), b[t].data(), a[t].size() * sizeof(float)) == 0);
+  }
+  CheckPlan(*graph, true);
+  const kx::DecodeGraphStats* st = graph->decode_graph_stats();
+  REQUIRE(st != nullptr);
+  const kx::TierStats& gt = graph->sparse()->tier()->stats();
+  const kx::TierStats& pt = pool->sparse()->tier()->stats();
+  const int64_t disk = st->wait_ns[kx::DecodeGraphStats::kDisk];
+  INFO("graph: runs " << st->runs << " wall " << st->wall_ns << " external " << st->external_wait_ns
+                      << " disk " << disk << "; tier io_wait: graph engine " << gt.io_wait_ns
+                      << " (" << gt.layer_steps << " steps), pool engine " << pt.io_wait_ns << " ("
+                      << pt.layer_steps << " steps)");
+  // Each decode token's 3 layer steps read at least once (25 %: most groups are not
+  // resident), each read >= 2 ms after its Prepare.
+  CHECK(disk > kDelayUs * 1000LL * st->runs);
+  // The tier measures the same wait (NotifyWhenRead to the landing) as on the pool path,
+  // where Acquire blocks; the executor counts it only while every thread was idle, which
+  // on this chain is all of it but the last node's tail and a thread's wake-up.
+  CHECK(gt.io_wait_ns > kDelayUs * 1000LL * st->runs);
+  CHECK(disk <= st->external_wait_ns);
+  CHECK(disk > gt.io_wait_ns / 2);
+  CHECK(disk < gt.io_wait_ns * 2);
+  CHECK(pt.io_wait_ns > kDelayUs * 1000LL * st->runs);
+}
+
+namespace {
+std::vector<std::vector<std::string>> ReadCsv(const std::string& path) {
+  std::vector<std::vector<std::string>> rows;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> cells;
+    std::stringstream ss(line);
+    std::string cell;
+    while (std::getline(ss, cell, ',')) cells.push_back(cell);
+    if (!line.empty() && line.back() == ',') cells.push_back("");  // a trailing empty cell
+    rows.push_back(cells);
+  }
+  return rows;
+}
+}  // namespace
+
+TEST_CASE("--tier-log: the decode graph's per-token stalls on each token's last line") {
+  const std::string graph_log = TempDir() + "/tier_graph.csv",
+                    pool_log = TempDir() + "/tier_pool.csv";
+  const auto tokens = kx::test::RandomTokens(37, 8);
+  kx::DecodeGraphStats st;
+  {
+    auto graph = Load("llama", Mode::kTiered, Executor::kGraph, 2, 0, graph_log);
+    auto pool = Load("llama", Mode::kTiered, Executor::kPool, 2, 0, pool_log);
+    Run(*graph, tokens);
+    Run(*pool, tokens);
+    REQUIRE(graph->decode_graph_stats() != nullptr);
+    st = *graph->decode_graph_stats();
+  }  // the engines close their logs
+  const char* kStallColumns[] = {"graph_cpu_ns", "graph_gpu_ns", "graph_h2d_critical_ns",
+                                 "graph_h2d_background_ns", "graph_disk_ns"};
+  const int n_layer = 3;
+  for (bool on_graph : {true, false}) {
+    INFO((on_graph ? "graph" : "pool"));
+    const auto rows = ReadCsv(on_graph ? graph_log : pool_log);
+    REQUIRE(rows.size() == 1 + tokens.size() * n_layer);  // under a tier: token by token
+    const std::vector<std::string>& head = rows[0];
+    REQUIRE(head.size() == 17);
+    CHECK(head[11] == "compute_ns");
+    for (int c = 0; c < 5; ++c) CHECK(head[12 + c] == kStallColumns[c]);
+    int64_t sums[5] = {0, 0, 0, 0, 0};
+    for (size_t r = 1; r < rows.size(); ++r) {
+      INFO("line " << r);
+      REQUIRE(rows[r].size() == 17);
+      const bool last = std::stoi(rows[r][1]) == n_layer - 1;
+      for (int c = 0; c < 5; ++c) {
+        const std::string& cell = rows[r][12 + c];
+        CHECK(cell.empty() == (!on_graph || !last));
+        if (!cell.empty()) sums[c] += std::stoll(cell);
+      }
+    }
+    if (!on_graph) continue;
+    CHECK(sums[0] == st.wall_ns - st.external_wait_ns);
+    CHECK(sums[0] > 0);
+    for (int t = 0; t < kx::DecodeGraphStats::kTags; ++t) CHECK(sums[1 + t] == st.wait_ns[t]);
+  }
+}
+
+TEST_CASE("graph decode under a RAM budget without the tier's externals") {
+  // EngineOptions::graph_tier_externals = false: the FFN's prologue waits in Acquire, as
+  // before the externals; the same logits, and a plan with no externals.
+  const auto tokens = kx::test::RandomTokens(43, 8);
+  auto pool = Load("llama", Mode::kTiered, Executor::kPool, 2);
+  kx::EngineOptions o;
+  o.n_threads = 2;
+  o.n_ctx = 64;
+  o.sidecar = Tiny("llama", true).sidecar;
+  o.ram_budget = "25%";
+  o.graph_tier_externals = false;
+  auto graph = kx::Engine::Load(Tiny("llama", false).model, o);
+  REQUIRE(graph.ok());
+  const auto a = Run(*pool, tokens);
+  const auto b = Run(**graph, tokens);
+  for (size_t t = 0; t < a.size(); ++t) {
+    INFO("step " << t);
+    CHECK(std::memcmp(a[t].data(), b[t].data(), a[t].size() * sizeof(float)) == 0);
+  }
+  CHECK((*graph)->DecodeGraphParts() > 0);
+  CheckPlan(**graph, false);
 }
 
 TEST_CASE("graph decode keeps the per-op profile") {

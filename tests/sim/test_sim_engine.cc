@@ -32,6 +32,7 @@
 #include "engine/sparse_runtime.h"
 #include "engine/teacher_forced.h"
 #include "engine/tiny_model.h"
+#include "engine/tiny_sidecar.h"
 #include "prepare/prepare.h"
 #include "sim/disk_tier.h"
 #include "sim/simulator.h"
@@ -73,23 +74,11 @@ const Prepared& Sparse() {
     s.seed = 98;
     s.ffn_act = "fatrelu";
     s.ffn_act_threshold = 1.2f;
-    auto st = kx::test::WriteTinyModel(r.model, s, nullptr);
+    kx::test::TinySidecarOptions o;
+    o.group_size = kGroupSize;
+    const absl::Status st = kx::test::WriteTinyModelWithSidecar(s, r.model, r.sidecar, o);
     INFO(st.message());
     REQUIRE(st.ok());
-    kx::PrepareOptions o;
-    o.model_path = r.model;
-    o.sidecar_path = r.sidecar;
-    o.down_layout = kx::PrepareOptions::DownLayoutChoice::kRows;
-    o.group_size = kGroupSize;
-    o.n_threads = 2;
-    o.calibration.token_budget = 1200;
-    o.calibration.max_new_tokens = 48;
-    o.predictor.ranks = {16};
-    o.predictor.max_rank = 16;
-    o.predictor.train.epochs = 3;
-    auto rep = kx::Prepare(o);
-    INFO(rep.status().message());
-    REQUIRE(rep.ok());
     return r;
   }();
   return p;

@@ -26,6 +26,7 @@
 #include "engine/sparse_runtime.h"
 #include "engine/teacher_forced.h"
 #include "engine/tiny_model.h"
+#include "engine/tiny_sidecar.h"
 #include "prepare/prepare.h"
 #include "sparse/trace.h"
 #include "test_util.h"
@@ -59,23 +60,11 @@ const Prepared& Sparse() {
     s.seed = 98;
     s.ffn_act = "fatrelu";
     s.ffn_act_threshold = 1.2f;
-    auto st = kx::test::WriteTinyModel(r.model, s, nullptr);
+    kx::test::TinySidecarOptions o;
+    o.group_size = 4;
+    const absl::Status st = kx::test::WriteTinyModelWithSidecar(s, r.model, r.rows, o);
     INFO(st.message());
     REQUIRE(st.ok());
-    kx::PrepareOptions o;
-    o.model_path = r.model;
-    o.sidecar_path = r.rows;
-    o.down_layout = kx::PrepareOptions::DownLayoutChoice::kRows;
-    o.group_size = 4;
-    o.n_threads = 2;
-    o.calibration.token_budget = 1200;
-    o.calibration.max_new_tokens = 48;
-    o.predictor.ranks = {16};
-    o.predictor.max_rank = 16;
-    o.predictor.train.epochs = 3;
-    auto rep = kx::Prepare(o);
-    INFO(rep.status().message());
-    REQUIRE(rep.ok());
     return r;
   }();
   return p;
@@ -94,30 +83,16 @@ const Prepared& Tiny() {
     s.n_embd = 64;
     s.n_ff = 512;
     s.seed = 97;
-    auto st = kx::test::WriteTinyModel(r.model, s, nullptr);
-    INFO(st.message());
-    REQUIRE(st.ok());
-    kx::PrepareOptions o;
-    o.model_path = r.model;
-    o.sidecar_path = r.rows;
+    kx::test::TinySidecarOptions o;
     o.sparsity = 0.5f;
     o.levels = {0.0f, 0.5f};
-    o.down_layout = kx::PrepareOptions::DownLayoutChoice::kRows;
-    o.group_size = 16;
-    o.n_threads = 2;
-    o.calibration.token_budget = 1200;
-    o.calibration.max_new_tokens = 48;
-    o.predictor.ranks = {16};
-    o.predictor.max_rank = 16;
-    o.predictor.train.epochs = 3;
-    auto rows = kx::Prepare(o);
-    INFO(rows.status().message());
+    const absl::Status rows = kx::test::WriteTinyModelWithSidecar(s, r.model, r.rows, o);
+    INFO(rows.message());
     REQUIRE(rows.ok());
-    o.sidecar_path = r.blocks;
     o.group_size = 32;
     o.down_layout = kx::PrepareOptions::DownLayoutChoice::kBlocks;
-    auto blocks = kx::Prepare(o);
-    INFO(blocks.status().message());
+    const absl::Status blocks = kx::test::PrepareTinySidecar(r.model, r.blocks, o);
+    INFO(blocks.message());
     REQUIRE(blocks.ok());
     return r;
   }();
@@ -211,14 +186,13 @@ TEST_CASE("split FFN: the sim device and the CPU compute what the CPU alone comp
     const double bound = Bound(ref);
     for (const char* ram : {"", "50%"}) {
       for (const char* share : {"0", "10%", "50%", "100%"}) {
-        for (const char* policy : {"static", "lru", "lfu", "tam", "tam-t", "tam-adaptive",
-                                   "tam-t-adaptive"}) {
+        for (const char* policy :
+             {"static", "lru", "lfu", "tam", "tam-t", "tam-adaptive", "tam-t-adaptive"}) {
           // 0 % has no device FFN: one policy is enough.
           if (std::string(share) == "0" && std::string(policy) != "static") continue;
           const bool blocks = sidecar == Tiny().blocks;
-          DYNAMIC_SECTION((blocks ? "blocks" : "rows")
-                          << " ram " << (*ram ? ram : "all") << " vram-ffn " << share << " "
-                          << policy) {
+          DYNAMIC_SECTION((blocks ? "blocks" : "rows") << " ram " << (*ram ? ram : "all")
+                                                       << " vram-ffn " << share << " " << policy) {
             kx::EngineOptions o = SimOptions(sidecar, share, policy);
             o.ram_budget = ram;
             auto e = kx::test::LoadEngine(Tiny().model, o);
@@ -302,7 +276,8 @@ TEST_CASE("split FFN: a trace keeps the split FFN and records the device's stati
   for (const char* policy : {"static", "tam"}) {
     DYNAMIC_SECTION(policy) {
       const std::string path = TempDir() + "/dffn-" + policy + ".kxtr";
-      auto plain = kx::test::LoadEngine(Sparse().model, SimOptions(Sparse().rows, "10%", policy, -1));
+      auto plain =
+          kx::test::LoadEngine(Sparse().model, SimOptions(Sparse().rows, "10%", policy, -1));
       const auto want = Run(*plain);
       kx::EngineOptions o = SimOptions(Sparse().rows, "10%", policy, -1);
       o.trace_path = path;
@@ -365,8 +340,8 @@ TEST_CASE("split FFN: greedy text equals the CPU's at the sidecar's sparsity", "
     auto cpu = kx::test::LoadEngine(Tiny().model, Options(sidecar, 0.5f));
     const auto want = Greedy(*cpu, 24);
     for (const char* share : {"10%", "50%", "100%"}) {
-      auto sim = kx::test::LoadEngine(Tiny().model,
-                                      SimOptions(sidecar, share, "tam-adaptive", 0.5f));
+      auto sim =
+          kx::test::LoadEngine(Tiny().model, SimOptions(sidecar, share, "tam-adaptive", 0.5f));
       INFO(sidecar << " " << share);
       CHECK(Greedy(*sim, 24) == want);
     }

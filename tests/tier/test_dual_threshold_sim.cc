@@ -20,7 +20,7 @@
 #include "engine/sparse_runtime.h"
 #include "engine/teacher_forced.h"
 #include "engine/tiny_model.h"
-#include "prepare/prepare.h"
+#include "engine/tiny_sidecar.h"
 #include "test_util.h"
 
 namespace {
@@ -50,25 +50,12 @@ const Prepared& Tiny() {
     s.n_embd = 64;
     s.n_ff = 512;
     s.seed = 97;
-    auto st = kx::test::WriteTinyModel(r.model, s, nullptr);
-    INFO(st.message());
-    REQUIRE(st.ok());
-    kx::PrepareOptions o;
-    o.model_path = r.model;
-    o.sidecar_path = r.sidecar;
+    kx::test::TinySidecarOptions o;
     o.sparsity = 0.5f;
     o.levels = {0.0f, 0.5f};
-    o.down_layout = kx::PrepareOptions::DownLayoutChoice::kRows;
-    o.group_size = 16;
-    o.n_threads = 2;
-    o.calibration.token_budget = 1200;
-    o.calibration.max_new_tokens = 48;
-    o.predictor.ranks = {16};
-    o.predictor.max_rank = 16;
-    o.predictor.train.epochs = 3;
-    auto rep = kx::Prepare(o);
-    INFO(rep.status().message());
-    REQUIRE(rep.ok());
+    const absl::Status st = kx::test::WriteTinyModelWithSidecar(s, r.model, r.sidecar, o);
+    INFO(st.message());
+    REQUIRE(st.ok());
     return r;
   }();
   return p;
