@@ -6,7 +6,23 @@
 #include <random>
 #include <string>
 
+// 1 in an ASan or TSan build (GCC defines __SANITIZE_*__, clang answers __has_feature).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define KX_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define KX_TEST_SANITIZED 1
+#endif
+#endif
+#ifndef KX_TEST_SANITIZED
+#define KX_TEST_SANITIZED 0
+#endif
+
 namespace kx::test {
+
+// Sanitizer builds run compute several times slower: a test whose premise is "this
+// injected delay outlasts the compute" scales the delay by this.
+inline constexpr bool kSanitized = KX_TEST_SANITIZED != 0;
 
 // Exit code CTest reports as "skipped" (SKIP_RETURN_CODE in tests/CMakeLists.txt).
 inline constexpr int kSkipExitCode = 77;

@@ -23,16 +23,7 @@
 // Counts heap allocations while g_count_allocations is set, to check the
 // writer's "no allocation per record after warm-up". Sanitizers replace
 // operator new themselves, so there the check is skipped.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define KX_TEST_COUNTS_ALLOCATIONS 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define KX_TEST_COUNTS_ALLOCATIONS 0
-#endif
-#endif
-#ifndef KX_TEST_COUNTS_ALLOCATIONS
-#define KX_TEST_COUNTS_ALLOCATIONS 1
-#endif
+#define KX_TEST_COUNTS_ALLOCATIONS (!KX_TEST_SANITIZED)
 
 std::atomic<bool> g_count_allocations{false};
 std::atomic<uint64_t> g_allocations{0};
