@@ -421,6 +421,9 @@ class Bench {
         r.device_wait_ms_per_token = static_cast<double>(ds.device_wait_ns) * 1e-6 / tokens;
         r.device_cpu_ms_per_token = static_cast<double>(ds.cpu_ns) * 1e-6 / tokens;
         r.device_load_wait_ms_per_token = static_cast<double>(ds.load_wait_ns) * 1e-6 / tokens;
+        r.device_staging_bundles = d->staging_bundles();
+        r.device_staging_wait_ms_per_token =
+            static_cast<double>(ds.staging_wait_ns) * 1e-6 / tokens;
         double lambda = 0;
         const int n_layer = d->residency().n_layer();
         for (int l = 0; l < n_layer; ++l) lambda += d->policy().lambda(l) / n_layer;

@@ -133,7 +133,7 @@ void PrintMarkdown(const RunInfo& run, const std::vector<TestResult>& results, s
           "%s: split FFN: device policy %s, %d groups per layer in device slots: "
           "%.1f %% of needed groups (%.1f %% of predicted neurons) on the device, "
           "%.1f reloads (%.3f MiB) per token; per token %.3f ms waiting on the "
-          "device vs %.3f ms of CPU share%s%s\n",
+          "device vs %.3f ms of CPU share%s%s%s\n",
           r.name, r.device_policy, r.device_slots_per_layer, 100.0 * r.device_group_share,
           100.0 * r.device_neuron_share, r.device_loads_per_token,
           r.device_load_bytes_per_token / kBytesPerMiB, r.device_wait_ms_per_token,
@@ -141,6 +141,10 @@ void PrintMarkdown(const RunInfo& run, const std::vector<TestResult>& results, s
           r.device_load_wait_ms_per_token > 0
               ? absl::StrFormat(", %.3f ms waiting on loads from RAM slots",
                                 r.device_load_wait_ms_per_token)
+              : "",
+          r.device_staging_wait_ms_per_token > 0
+              ? absl::StrFormat(", %.3f ms waiting for the %d pinned staging buffers",
+                                r.device_staging_wait_ms_per_token, r.device_staging_bundles)
               : "",
           r.device_lambda_mean > 0 ? absl::StrFormat(", λ %.3f", r.device_lambda_mean) : "");
     }
@@ -277,6 +281,8 @@ nlohmann::ordered_json TestObject(const RunInfo& run, const TestResult& r) {
       j["kx_device_wait_ms_per_token"] = r.device_wait_ms_per_token;
       j["kx_device_cpu_ms_per_token"] = r.device_cpu_ms_per_token;
       j["kx_device_load_wait_ms_per_token"] = r.device_load_wait_ms_per_token;
+      j["kx_device_staging_bundles"] = r.device_staging_bundles;
+      j["kx_device_staging_wait_ms_per_token"] = r.device_staging_wait_ms_per_token;
       j["kx_device_lambda_mean"] = r.device_lambda_mean;
       j["kx_device_upload_ms_per_token"] = r.device_upload_ms_per_token;
       j["kx_device_compute_ms_per_token"] = r.device_compute_ms_per_token;

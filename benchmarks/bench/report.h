@@ -72,9 +72,11 @@ struct TestResult {
   double device_neuron_share = 0.0;     // predicted neurons computed on the device
   double device_loads_per_token = 0.0;  // bundles reloaded (background stream)
   double device_load_bytes_per_token = 0.0;
-  double device_wait_ms_per_token = 0.0;       // the host waited for the device's partial sums
-  double device_cpu_ms_per_token = 0.0;        // the CPU's share of the split FFN
-  double device_load_wait_ms_per_token = 0.0;  // three tiers: waits for loads from RAM slots
+  double device_wait_ms_per_token = 0.0;          // the host waited for the device's partial sums
+  double device_cpu_ms_per_token = 0.0;           // the CPU's share of the split FFN
+  double device_load_wait_ms_per_token = 0.0;     // three tiers: waits for loads from RAM slots
+  int device_staging_bundles = 0;                 // pinned staging ring's buffers (0: none)
+  double device_staging_wait_ms_per_token = 0.0;  // waits for a staging buffer's copy
   double device_lambda_mean = 0.0;
   // Device-timed parts per token (timing events; docs/device.md): the critical uploads, the
   // kernels, the partial sums' downloads, and the bundle loads' rate on the background stream.

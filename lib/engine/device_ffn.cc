@@ -132,6 +132,7 @@ absl::Status DeviceFfn::Init() {
         slots_, device_.Alloc(kSlotsName, static_cast<uint64_t>(slots_per_layer_) * per_layer));
   }
   KX_ASSIGN_OR_RETURN(staging_, device_.AllocPinned(kStagingName, StagingBytes(c)));
+  KX_RETURN_IF_ERROR(InitStagingRing());
   uint8_t* d = scratch_.as<uint8_t>();
   d_x_ = reinterpret_cast<float*>(d + c.x);
   d_partial_ = reinterpret_cast<float*>(d + c.partial);
@@ -392,7 +393,7 @@ absl::Status DeviceFfn::RunBegin(int layer, const uint32_t* masks, const float* 
       load_src_[g] = src;
       if (!timed) KX_RETURN_IF_ERROR(StartLoadBatch(layer));
       timed = true;
-      KX_RETURN_IF_ERROR(device_.CopyH2D(StreamKind::kBackground, SlotPtr(layer, s), src, stride_));
+      KX_RETURN_IF_ERROR(LoadBundle(layer, s, src));
       L.load_bytes += static_cast<int64_t>(stride_);
       ++issued;
     }
@@ -452,8 +453,7 @@ absl::Status DeviceFfn::Balance(int layer) {
       continue;
     }
     // One copy per bundle: a critical copy behind them waits at most one bundle.
-    KX_RETURN_IF_ERROR(device_.CopyH2D(StreamKind::kBackground, SlotPtr(layer, slot),
-                                       SL.bundles + stride_ * static_cast<uint64_t>(g), stride_));
+    KX_RETURN_IF_ERROR(LoadBundle(layer, slot, SL.bundles + stride_ * static_cast<uint64_t>(g)));
     L.load_bytes += static_cast<int64_t>(stride_);
   }
   if (!plan_.load.empty() && !transient_host_) KX_RETURN_IF_ERROR(EndLoadBatch(layer));
@@ -497,7 +497,7 @@ absl::Status DeviceFfn::RunEnd(int layer, float* y) {
   const int64_t t1 = NowNs();
   L.last.wait_ns = t1 - t0;
   int64_t graph_load_wait = 0;
-  if (on_graph && transient_host_ && L.loads_pending) {
+  if (on_graph && LoadsReadHostTier() && L.loads_pending) {
     // Three tiers on the decode graph: the merge ran after the loads' external (dev_load.l),
     // so the host's wait for the loads is inside the wait above. Its part after the download
     // (device clock) is the loads' (all of it when the step had no device work), as End's own
@@ -514,7 +514,7 @@ absl::Status DeviceFfn::RunEnd(int layer, float* y) {
   AttributeWait(L.last);
   L.last.disk_ns = pending_disk_ns_;
   pending_disk_ns_ = 0;
-  if (transient_host_ && L.loads_pending) {
+  if (LoadsReadHostTier() && L.loads_pending) {
     // The host tier may reuse the buffers these loads read once the layer is released.
     KX_RETURN_IF_ERROR(device_.EventSynchronize(L.loaded));
     const int64_t load_wait = NowNs() - t1 + graph_load_wait;

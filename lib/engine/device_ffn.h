@@ -34,10 +34,15 @@
 // 0/1 knapsack's answer here since every bundle of a layer has the same size), copied up on
 // the critical stream and waited for.
 //
+// Bundle loads copy up from a ring of pinned staging buffers (DeviceFfnOptions::
+// staging_bundles): the host copies each bundle in, then queues the copy up, which on CUDA is
+// asynchronous only from pinned memory.
+//
 // Under a RAM budget (three tiers: device slots ← RAM slots ← sidecar file) the CPU's bundles
 // come from the RAM tier, which is asked only for the groups the device does not hold
 // (HostMasks); device loads then copy from the RAM tier's pointers, which are valid only in
-// this step, so End waits for those copies before the tier may reuse its buffers.
+// this step: into the staging ring at once, or (without the ring) straight up, and then End
+// waits for those copies before the tier may reuse its buffers.
 //
 // Usage (engine-internal; sparse_runtime.cc):
 //   KX_ASSIGN_OR_RETURN(auto dffn, DeviceFfn::Create(device, sidecar, options));
@@ -81,6 +86,18 @@ struct DeviceFfnOptions {
   // theta_c, gained, dropped, clamped; empty without --dual-threshold); docs/device.md.
   // "": none.
   std::string log_path;
+  // Bundle loads pass through a ring of this many pinned, bundle-sized buffers: the host
+  // copies the bundle in (from the mapped sidecar or the RAM tier's buffer) and the copy up
+  // reads pinned memory. On CUDA a copy from pageable memory is staged by the driver itself,
+  // synchronously for the host; from pinned memory it is asynchronous. Under three tiers the
+  // RAM tier's buffer is free as soon as the load is queued, so End no longer waits for the
+  // loads. A buffer is reused once the copy that read it completed (an event per buffer): a
+  // step that queues more loads than the ring holds waits for the oldest (staging_wait_ns).
+  // At most twice the slots per layer are used; a host budget too small for the ring halves
+  // it, down to 2 buffers, then loads copy directly (a log line says so). 0: copy directly.
+  int staging_bundles = 32;
+  // Tests' negative control: reuse a staging buffer without waiting for its copy.
+  bool debug_skip_staging_wait = false;
 };
 
 // Counters since the last ResetStats.
@@ -93,9 +110,11 @@ struct DeviceFfnStats {
   int64_t loads = 0;              // bundles copied up (reloads)
   int64_t evictions = 0;
   int64_t bytes_loaded = 0;
-  int64_t device_wait_ns = 0;  // End waited for the device's partial sum (GPU compute + copies)
-  int64_t cpu_ns = 0;          // Begin → End: the CPU's share (and whatever ran beside it)
-  int64_t load_wait_ns = 0;    // three tiers: End waited for loads from the RAM tier's buffers
+  int64_t device_wait_ns = 0;   // End waited for the device's partial sum (GPU compute + copies)
+  int64_t cpu_ns = 0;           // Begin → End: the CPU's share (and whatever ran beside it)
+  int64_t load_wait_ns = 0;     // three tiers: End waited for loads from the RAM tier's buffers
+  int64_t staged_loads = 0;     // bundle loads that went through the pinned staging ring
+  int64_t staging_wait_ns = 0;  // the host waited for a staging buffer's copy before reusing it
   // The stall tags (docs/device.md, "Where the time goes"): each layer step's host time,
   // cpu_ns + device_wait_ns + load_wait_ns + disk_ns, charged to exactly one of cpu_ns,
   // gpu_ns, h2d_critical_ns, h2d_background_ns, disk_ns and other_ns (they add up to it).
@@ -191,7 +210,7 @@ class DeviceFfn {
   // Begin, so a group left out here is on the device by then.
   void HostMasks(int layer, const uint32_t* masks, uint32_t* out) const;
   // Three tiers: device loads copy from the host tier's buffers, which are valid only until
-  // the tier releases the layer; End then waits for them.
+  // the tier releases the layer; without the staging ring End then waits for them.
   void set_transient_host_bundles(bool transient) { transient_host_ = transient; }
   // Three tiers: the RAM tier's wait for reads in this layer step (before Begin), so the
   // step's stall tags and log line include the disk. Call between Begin's previous End and
@@ -208,11 +227,11 @@ class DeviceFfn {
     *returned = &returned_;
     return true;
   }
-  // The decode graph, three tiers: between Begin and End, the event after this step's bundle
-  // loads from the RAM tier's buffers (End waits for them before the tier may reuse the
-  // buffers), or null when the step issued none.
+  // The decode graph, three tiers without the staging ring: between Begin and End, the event
+  // after this step's bundle loads from the RAM tier's buffers (End waits for them before the
+  // tier may reuse the buffers), or null when the step issued none or staged them.
   const Event* StepLoadEvent() const {
-    if (active_layer_ < 0 || !transient_host_) return nullptr;
+    if (active_layer_ < 0 || !LoadsReadHostTier()) return nullptr;
     const LayerState& L = layers_[active_layer_];
     return L.loads_pending ? &L.loaded : nullptr;
   }
@@ -229,6 +248,11 @@ class DeviceFfn {
   // layer's next Prepare or Begin. Tests: a residency timing that does not depend on how
   // the copies were scheduled.
   absl::Status WaitForLoads();
+  // Diagnostics (tests): waits for every queued load, then reads back each slot that holds or
+  // is loading a group and compares it with that group's bundle in the mapped sidecar.
+  // Returns how many slots differ; FailedPrecondition when the sidecar's bundles are not
+  // mapped (under a RAM budget they are read from the file instead).
+  absl::StatusOr<int64_t> CountStaleSlots() const;
   // From now on, keeps every plan the policy returns (allocates per step: tests and
   // diagnostics only); false stops and clears.
   void set_record_plans(bool on);
@@ -237,6 +261,8 @@ class DeviceFfn {
   // Neurons the device kept (above the threshold) in the last End.
   int64_t last_kept() const { return last_kept_; }
   int slots_per_layer() const { return slots_per_layer_; }
+  // Pinned staging buffers in the ring (0: loads copy from their source directly).
+  int staging_bundles() const { return ring_n_; }
   const policy::Policy& policy() const { return *policy_; }
   const policy::Residency& residency() const { return *residency_; }
   const DeviceFfnStats& stats() const { return stats_; }
@@ -256,6 +282,13 @@ class DeviceFfn {
                         const uint8_t* const* host_bundles, const uint8_t** cpu_bundles);
   absl::Status RunEnd(int layer, float* y);
   absl::Status Balance(int layer);
+  // The staging ring (DeviceFfnOptions::staging_bundles), as large as the host budget allows.
+  absl::Status InitStagingRing();
+  // Queues one bundle load on the background stream: through the staging ring, or directly.
+  absl::Status LoadBundle(int layer, int slot, const uint8_t* src);
+  // Three tiers without the ring: loads read the RAM tier's buffers until they land, so End
+  // (or the decode graph's dev_load external) waits for them.
+  bool LoadsReadHostTier() const { return transient_host_ && ring_n_ == 0; }
   // x as the CPU's gate kernels see it (Begin), into dst (n_embd floats).
   void CpuInput(const float* x, float* dst);
   // Moves the layer's loads whose copies landed to resident.
@@ -299,9 +332,13 @@ class DeviceFfn {
   uint64_t stride_ = 0;
   bool transient_host_ = false;
 
-  DeviceBuffer slots_;    // n_layer × K bundles
-  DeviceBuffer scratch_;  // x, partial, slot list, masks, coef, workspace
-  DeviceBuffer staging_;  // pinned: x, slot list, masks (up), partial (down)
+  DeviceBuffer slots_;              // n_layer × K bundles
+  DeviceBuffer scratch_;            // x, partial, slot list, masks, coef, workspace
+  DeviceBuffer staging_;            // pinned: x, slot list, masks (up), partial (down)
+  DeviceBuffer ring_;               // pinned: ring_n_ bundles that loads copy up from
+  std::vector<Event> ring_events_;  // per ring buffer: after the copy that last read it
+  std::vector<uint8_t> ring_used_;  // per ring buffer: a copy read it (its event was recorded)
+  int ring_n_ = 0, ring_next_ = 0;
   float* d_x_ = nullptr;
   float* d_partial_ = nullptr;
   uint32_t* d_kept_ = nullptr;

@@ -208,6 +208,8 @@ absl::Status OpenDeviceFfn(Engine::Impl& m) {
   fo.slot_bytes = std::min(slots, all);
   fo.policy = o.device_policy;
   fo.log_path = o.device_log;
+  if (o.device_staging_bundles >= 0) fo.staging_bundles = o.device_staging_bundles;
+  fo.debug_skip_staging_wait = o.debug_skip_staging_wait;
   KX_ASSIGN_OR_RETURN(m.device_ffn, DeviceFfn::Create(dev, sc, *m.kernels, m.hp.ffn_act,
                                                       m.hp.ffn_act_threshold, fo));
   m.sparse->AttachDevice(m.device_ffn.get());

@@ -115,6 +115,10 @@ struct EngineOptions {
   std::string vram_ffn;
   std::string device_policy = "tam-adaptive";  // which groups hold device slots
   std::string device_log;                      // CSV per layer step of the device FFN ("": none)
+  // Pinned bundle-sized buffers the split FFN's bundle loads pass through (DeviceFfnOptions::
+  // staging_bundles, counted against the RAM budget); -1: the default; 0: loads copy from the
+  // mapped sidecar or the RAM tier directly.
+  int device_staging_bundles = -1;
   // The split FFN's load-aware dual thresholds (sparse/dual_threshold.h, docs/device.md):
   // θ_g on device-resident groups, θ_c elsewhere, under the single threshold's error bound.
   bool dual_threshold = false;
@@ -122,6 +126,9 @@ struct EngineOptions {
   double dual_device_wait_share = 0.05;  // tests: huge makes the CPU the bottleneck always
   // Tests' negative control (sim): skip the N-th event wait (0-based); -1 = none.
   int64_t debug_skip_event_wait = -1;
+  // Tests' negative control: the split FFN reuses a staging buffer without waiting for the
+  // copy that read it.
+  bool debug_skip_staging_wait = false;
 };
 
 // Wall time per op kind, accumulated since the last ResetProfile().

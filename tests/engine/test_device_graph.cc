@@ -330,6 +330,9 @@ TEST_CASE("graph decode under three tiers: the step's bundle loads are an h2d ba
   REQUIRE(::setenv("KAIROX_DEVICE_PROFILE", SlowProfiles().c_str(), 1) == 0);
   kx::EngineOptions o = SimOptions("50%", "lru", true);
   o.ram_budget = "50%";
+  // Loads straight from the RAM tier's buffers: through the pinned staging ring (the default)
+  // they are copied out at once and the step has no load to wait for (test_device_ffn.cc).
+  o.device_staging_bundles = 0;
   auto e = kx::test::LoadEngine(Tiny().model, o);
   const auto got = kx::test::TeacherForced(*e, {}, kx::test::RandomTokens(41, 12));
   ::unsetenv("KAIROX_DEVICE_PROFILE");

@@ -8,6 +8,9 @@
 //     move groups, static never does, and VRAM stays within its budget;
 //   - the negative controls: skipping the host's wait for the device's partial sum, or the
 //     compute stream's wait for its inputs, changes the logits (or fails the step);
+//   - bundle loads pass through the pinned staging ring (or straight from their source), the
+//     device's slots then hold their groups' bundles, and refilling a ring buffer before its
+//     copy landed leaves wrong bundles in slots;
 //   - flags that cannot work are errors that say why;
 //   - --trace keeps the split FFN and records the predicted sets and the device's statistics.
 #include <sys/stat.h>
@@ -222,6 +225,19 @@ TEST_CASE("split FFN: the sim device and the CPU compute what the CPU alone comp
               CHECK(d->slots_per_layer() < n_groups);
             }
             if (std::string(policy) == "static") CHECK(st.loads + st.evictions == 0);
+            // Every load goes through the pinned staging ring (under three tiers a load whose
+            // group the RAM tier skipped is cancelled, not staged), and the ring's bytes are
+            // the RAM budget's.
+            REQUIRE(d->staging_bundles() >= 2);
+            CHECK(d->staging_bundles() <= 2 * d->slots_per_layer());
+            CHECK(st.staged_loads <= st.loads);
+            if (!*ram) CHECK(st.staged_loads == st.loads);
+            if (*ram) {
+              CHECK(st.load_wait_ns == 0);  // staged loads never read the RAM tier's buffers
+              CHECK(e->ram_budget().held("FFN load staging (pinned)") ==
+                    static_cast<uint64_t>(d->staging_bundles()) *
+                        kx::DeviceFfn::SlotBytes(e->sparse()->sidecar()));
+            }
             const kx::MemoryBudget* vram = e->vram_budget();
             REQUIRE(vram != nullptr);
             CHECK(vram->used() <= vram->limit());
@@ -241,6 +257,103 @@ TEST_CASE("split FFN: the sim device and the CPU compute what the CPU alone comp
       }
     }
   }
+}
+
+TEST_CASE("split FFN: bundle loads through the pinned staging ring, or straight from the source",
+          "[device_ffn]") {
+  // The FATReLU model, whose groups come and go, with lru at 10 %: many loads a step. Copies
+  // of 2 ms: a step's burst of loads outruns a ring of 2 buffers, so the third load must wait
+  // for the first copy before it may refill that buffer.
+  const std::string profiles = TempDir() + "/staging_profiles.json";
+  std::ofstream(profiles) << R"({"default": "slow", "profiles": {"slow": {
+      "description": "copies of 2 ms", "memory": "1GiB", "h2d_gb_per_s": 10.0,
+      "d2h_gb_per_s": 10.0, "copy_latency_us": 2000.0, "device_gb_per_s": 100.0}}})";
+  REQUIRE(::setenv("KAIROX_DEVICE_PROFILE", profiles.c_str(), 1) == 0);
+  const std::vector<int32_t> forced = kx::test::RandomTokens(29, 8);
+  // Teacher-forced token by token; after each, the slots that hold or load a group must
+  // hold its bundle (read back from the device). Returns the most stale slots seen.
+  const auto run = [&](kx::Engine& e) {
+    int64_t worst = 0;
+    for (int32_t t : forced) {
+      REQUIRE(e.Eval(std::span<const int32_t>(&t, 1)).ok());
+      if (e.sparse()->tier() != nullptr) continue;  // bundles read from the file: not mapped
+      absl::StatusOr<int64_t> stale = e.device_ffn()->CountStaleSlots();
+      REQUIRE(stale.ok());
+      worst = std::max(worst, *stale);
+    }
+    return worst;
+  };
+  for (const char* ram : {"", "50%"}) {
+    for (int ring : {0, 2, -1}) {
+      DYNAMIC_SECTION("ram " << (*ram ? ram : "all") << " staging " << ring) {
+        kx::EngineOptions o = SimOptions(Sparse().rows, "10%", "lru", -1);
+        o.ram_budget = ram;
+        o.device_staging_bundles = ring;
+        auto e = kx::test::LoadEngine(Sparse().model, o);
+        const kx::DeviceFfn* d = e->device_ffn();
+        REQUIRE(d != nullptr);
+        CHECK(run(*e) == 0);
+        const kx::DeviceFfnStats& st = d->stats();
+        INFO("loads " << st.loads << " staged " << st.staged_loads << " staging wait "
+                      << st.staging_wait_ns << " load wait " << st.load_wait_ns);
+        CHECK(st.loads > 0);
+        if (ring == 0) {
+          CHECK(d->staging_bundles() == 0);
+          CHECK(st.staged_loads == 0);
+          CHECK(st.staging_wait_ns == 0);
+        } else {
+          // -1: the default (32), capped at twice the slots per layer.
+          CHECK(d->staging_bundles() == (ring > 0 ? ring : std::min(32, 2 * d->slots_per_layer())));
+          CHECK(st.staged_loads > 0);
+          if (!*ram) CHECK(st.staged_loads == st.loads);
+          if (*ram) CHECK(st.load_wait_ns == 0);  // the RAM tier's buffers were free at once
+        }
+        if (*ram) {
+          CHECK(e->ram_budget().used() <= e->ram_budget().limit());
+          CHECK(e->ram_budget().held("FFN load staging (pinned)") ==
+                static_cast<uint64_t>(d->staging_bundles()) *
+                    kx::DeviceFfn::SlotBytes(e->sparse()->sidecar()));
+        }
+        d->residency().CheckInvariants();
+      }
+    }
+  }
+  SECTION("a RAM budget too small for the ring shrinks it; the budget holds") {
+    kx::EngineOptions o = SimOptions(Sparse().rows, "10%", "lru", -1);
+    o.ram_budget = "50%";
+    auto big = kx::test::LoadEngine(Sparse().model, o);
+    REQUIRE(big->device_ffn() != nullptr);
+    const int full = big->device_ffn()->staging_bundles();
+    REQUIRE(full > 2);
+    const uint64_t stride = kx::DeviceFfn::SlotBytes(big->sparse()->sidecar());
+    // A limit that leaves room for 2 buffers of the ring, not for all of them.
+    o.ram_budget = std::to_string(big->ram_budget().used() - (full - 2) * stride);
+    auto small = kx::Engine::Load(Sparse().model, o);
+    // The ring shrank to fit (or, if the tier took the room first, the engine refused the
+    // budget with a clear error): never a ring beyond the budget.
+    if (small.ok()) {
+      REQUIRE((*small)->device_ffn() != nullptr);
+      CHECK((*small)->device_ffn()->staging_bundles() < full);
+      CHECK((*small)->ram_budget().used() <= (*small)->ram_budget().limit());
+    } else {
+      INFO(small.status().message());
+      CHECK(absl::IsResourceExhausted(small.status()));
+    }
+  }
+#if !defined(__SANITIZE_THREAD__)
+  // The negative control: refilling a buffer whose copy has not landed (a deliberate data
+  // race on host memory, which ThreadSanitizer rightly reports: not run there) sends another
+  // group's bundle into the slot, which the read-back sees.
+  SECTION("reusing a staging buffer before its copy landed leaves wrong bundles in slots") {
+    kx::EngineOptions o = SimOptions(Sparse().rows, "10%", "lru", -1);
+    o.device_staging_bundles = 2;
+    o.debug_skip_staging_wait = true;
+    auto e = kx::test::LoadEngine(Sparse().model, o);
+    REQUIRE(e->device_ffn() != nullptr);
+    CHECK(run(*e) > 0);
+  }
+#endif
+  ::unsetenv("KAIROX_DEVICE_PROFILE");
 }
 
 TEST_CASE("split FFN: the online policies move groups; more device slots, more on the device",
@@ -449,11 +562,12 @@ TEST_CASE("split FFN: the stall tags charge the host's time to the device's time
   REQUIRE(::setenv("KAIROX_DEVICE_PROFILE", profiles.c_str(), 1) == 0);
   const std::vector<int32_t> forced = kx::test::RandomTokens(23, 8);
   const auto run = [&](const char* profile, const char* policy, const std::string& log,
-                       const char* ram) {
+                       const char* ram, int staging = -1) {
     kx::EngineOptions o = SimOptions(Sparse().rows, "10%", policy, -1);
     o.device_profile = profile;
     o.device_log = log;
     o.ram_budget = ram;
+    o.device_staging_bundles = staging;
     auto e = kx::test::LoadEngine(Sparse().model, o);
     REQUIRE(e->device_ffn() != nullptr);
     const auto logits = kx::test::TeacherForced(*e, {}, forced);
@@ -469,9 +583,11 @@ TEST_CASE("split FFN: the stall tags charge the host's time to the device's time
   const kx::DeviceFfnStats slow = run("slow", "static", log, "");
   const kx::DeviceFfnStats instant = run("instant", "static", "", "");
   const kx::DeviceFfnStats loads = run("slow", "lru", "", "");
-  const kx::DeviceFfnStats tiers = run("slow", "lru", "", "50%");
+  // Three tiers with loads straight from the RAM tier's buffers (no staging ring), and with.
+  const kx::DeviceFfnStats tiers = run("slow", "lru", "", "50%", 0);
+  const kx::DeviceFfnStats staged = run("slow", "lru", "", "50%");
   ::unsetenv("KAIROX_DEVICE_PROFILE");
-  for (const kx::DeviceFfnStats* st : {&slow, &instant, &loads, &tiers}) {
+  for (const kx::DeviceFfnStats* st : {&slow, &instant, &loads, &tiers, &staged}) {
     INFO("steps " << st->layer_steps << " timed " << st->timed_steps << ": cpu " << st->cpu_ns
                   << " gpu " << st->gpu_ns << " h2d critical " << st->h2d_critical_ns
                   << " background " << st->h2d_background_ns << " disk " << st->disk_ns << " other "
@@ -497,9 +613,13 @@ TEST_CASE("split FFN: the stall tags charge the host's time to the device's time
   CHECK(loads.load_batches_timed > 0);
   CHECK(loads.load_ns > 0);
   CHECK(loads.load_bytes_timed > 0);
-  // Three tiers: the device loads copy from the RAM tier's buffers and End waits for them.
+  // Three tiers: the device loads copy from the RAM tier's buffers and End waits for them;
+  // through the staging ring the buffers are free at once and End never waits for loads.
   CHECK(tiers.load_wait_ns > 0);
   CHECK(tiers.h2d_background_ns >= tiers.load_wait_ns);
+  CHECK(staged.loads > 0);
+  CHECK(staged.staged_loads > 0);
+  CHECK(staged.load_wait_ns == 0);
 
   // --device-log: the old columns first, in their order, then the tags and the timed parts
   // and the dual thresholds' columns;
