@@ -9,6 +9,8 @@
 #include <string>
 #include <utility>
 
+#include "base/env_flag.h"
+
 namespace kx {
 namespace {
 
@@ -76,9 +78,7 @@ void HugeBuffer::Reset() {
 uint8_t* ReserveHugeAligned(uint64_t bytes) { return MapAligned(bytes, PROT_NONE); }
 
 bool TransparentHugePagesAvailable() {
-  if (const char* e = std::getenv("KAIROX_HUGE_PAGES"); e != nullptr && std::strcmp(e, "0") == 0) {
-    return false;
-  }
+  if (EnvFlag("KAIROX_HUGE_PAGES") == false) return false;
   std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
   std::string setting;
   if (!std::getline(in, setting)) return false;  // no THP in this kernel

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/strings/cord.h"
+#include "base/env_flag.h"
 #include "base/log.h"
 #include "base/size_parse.h"
 #include "device/open_device.h"
@@ -288,10 +289,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
   impl->kv_head_bytes = impl->kv_row_bytes / hp.n_head_kv;
   // F16 keys in blocks for the decode attention's dot products (engine_impl.h kv_k_blocked);
   // KAIROX_KV_K_BLOCKED=0 keeps them in rows (the same logits; for comparing the two).
-  const char* blocked_env = std::getenv("KAIROX_KV_K_BLOCKED");
   impl->kv_k_blocked = options.kv_k_blocked && options.kv_type == EngineOptions::KvType::kF16 &&
                        hp.head_dim % cpu::kAttnKeyBlock == 0 &&
-                       !(blocked_env != nullptr && std::string(blocked_env) == "0");
+                       EnvFlag("KAIROX_KV_K_BLOCKED") != false;
   // Per layer: n_ctx positions, or a ring of window + n_batch on a sliding-window layer
   // (engine_impl.h kv_slots) where that is fewer.
   size_t kv_bytes = 0;

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/env_flag.h"
 #include "base/log.h"
 #include "base/size_parse.h"
 #include "model/model.h"
@@ -458,9 +459,7 @@ absl::StatusOr<std::unique_ptr<SparseRuntime>> LoadSparseRuntime(
   if (path.empty()) {
     // KAIROX_SIDECAR_AUTO=0: never pick up a sidecar nobody named (the test
     // suite sets it, so a user's own sidecar cannot change dense goldens).
-    if (const char* e = std::getenv("KAIROX_SIDECAR_AUTO"); e != nullptr && std::string(e) == "0") {
-      return std::unique_ptr<SparseRuntime>();
-    }
+    if (EnvFlag("KAIROX_SIDECAR_AUTO") == false) return std::unique_ptr<SparseRuntime>();
     path = sparse::DefaultSidecarPath(model.path());
     if (!FileExists(path)) return std::unique_ptr<SparseRuntime>();
   }

@@ -4,11 +4,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "base/cpu_features.h"
+#include "base/env_flag.h"
 #include "base/mapped_file.h"
 #include "base/thread_pool.h"
 #include "catch2/catch.hpp"
@@ -108,7 +110,7 @@ TEST_CASE("dtype table sizes and overflow checks") {
   CHECK(!kx::TypeBytes(kx::GgmlType::kQ4_1, 33).ok());  // not whole blocks
   CHECK(!kx::TypeBytes(kx::GgmlType::kF32, -1).ok());
   CHECK(!kx::TypeBytes(kx::GgmlType::kF64, INT64_MAX).ok());  // overflows 64 bits
-  CHECK(kx::FindTypeInfo(4) == nullptr);  // ids 4 and 5 were removed from ggml
+  CHECK(kx::FindTypeInfo(4) == nullptr);                      // ids 4 and 5 were removed from ggml
   CHECK(kx::FindTypeInfo(1000) == nullptr);
   auto unknown = kx::TypeBytes(uint32_t{77}, 32);
   CHECK(std::string(unknown.status().message()).find("77") != std::string::npos);
@@ -121,4 +123,32 @@ TEST_CASE("cpu features: the selected ISA is one the CPU supports") {
   CHECK(static_cast<int>(selected) <= static_cast<int>(f.BestIsa()));
   std::fprintf(stderr, "cpu: %s, best ISA %s, selected %s\n", f.brand.c_str(),
                kx::IsaName(f.BestIsa()), kx::IsaName(selected));
+}
+
+TEST_CASE("EnvFlag: on/off switches from the environment, one parse everywhere", "[base]") {
+  for (const char* off : {"0", "false", "OFF", "No", " 0 ", "off\n"}) {
+    INFO("'" << off << "'");
+    CHECK(kx::ParseFlag(off) == false);
+  }
+  for (const char* on : {"1", "true", "On", "YES", "\t1"}) {
+    INFO("'" << on << "'");
+    CHECK(kx::ParseFlag(on) == true);
+  }
+  for (const char* bad : {"", " ", "2", "-1", "o", "offf", "0x0", "nope"}) {
+    INFO("'" << bad << "'");
+    CHECK(!kx::ParseFlag(bad).has_value());
+  }
+  constexpr char kName[] = "KAIROX_TEST_ENV_FLAG";
+  ::unsetenv(kName);
+  CHECK(!kx::EnvFlag(kName).has_value());
+  REQUIRE(::setenv(kName, "", 1) == 0);
+  CHECK(!kx::EnvFlag(kName).has_value());
+  REQUIRE(::setenv(kName, "0", 1) == 0);
+  CHECK(kx::EnvFlag(kName) == false);
+  REQUIRE(::setenv(kName, "yes", 1) == 0);
+  CHECK(kx::EnvFlag(kName) == true);
+  REQUIRE(::setenv(kName, "maybe", 1) == 0);  // warned about, then as if unset
+  CHECK(!kx::EnvFlag(kName).has_value());
+  CHECK(!kx::EnvFlag(kName).has_value());
+  ::unsetenv(kName);
 }
