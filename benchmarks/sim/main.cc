@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
   std::string trace_path, profiles = "rtx4090-pcie4", policies, budgets = "10,30,50,70,90";
   std::string model_path, sidecar_path, placement = "trace", plan_with = "predicted";
   std::string plan_log;
-  double cpu_gb_per_s = kDefaultCpuGbPerS, launch_us = kDefaultLaunchUs;
+  double cpu_gb_per_s = kDefaultCpuGbPerS, launch_us = kDefaultLaunchUs, staging_gb_per_s = 0;
   double non_ffn_us = -1, per_token_us = -1, lambda = kx::policy::PolicyOptions{}.lambda;
   int64_t neuron_bytes = 0, first_step = 0, steps = 0, group_size = 0;
   bool csv = false, json = false, no_sidecar = false, lookahead = false, evict_needed = false;
@@ -90,6 +90,9 @@ int main(int argc, char** argv) {
                      "CPU read bandwidth in GB/s for the CPU's share of the FFN (pass what "
                      "kairox-bench reports as its DRAM bandwidth)");
   kx::cli::AddNumber(app, "--launch-us", &launch_us, "GPU kernel launch overhead per layer part");
+  kx::cli::AddNumber(app, "--staging-gb-per-s", &staging_gb_per_s,
+                     "the host's copy of each reload into the pinned staging ring, GB/s (one "
+                     "core's memcpy rate), added to the layer's CPU branch; 0: not modelled");
   kx::cli::AddNumber(app, "--non-ffn-us", &non_ffn_us,
                      "non-FFN time per layer; < 0: the model's attention bytes / device bandwidth "
                      "+ one launch");
@@ -258,6 +261,7 @@ int main(int argc, char** argv) {
     if (!profile.ok()) return Fail(profile.status().ToString());
     kx::sim::SimHardware hw =
         kx::sim::SimHardware::From(*profile, cpu_gb_per_s, launch_us * kMicro);
+    hw.staging_bytes_per_s = staging_gb_per_s * 1e9;
     if (!cpu_profile.empty()) {  // the calibrated FFN rate curve replaces --cpu-gb-per-s
       auto rates = kx::sim::LoadCpuRates(cpu_profile);
       if (!rates.ok()) return Fail(rates.status().ToString());

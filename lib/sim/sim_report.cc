@@ -39,17 +39,17 @@ std::string FormatCsv(const std::vector<SimResult>& rows) {
       "hardware,policy,budget,slots_per_layer,tokens,seconds,tokens_per_s,loads,evictions,"
       "reload_bytes,reload_bytes_per_token,groups_needed,hits,late,hit_rate,gpu_neuron_share,"
       "gpu_s,cpu_s,h2d_critical_s,h2d_background_s,other_s,cpu_busy_s,gpu_busy_s,"
-      "reload_link_s,mean_lambda\n";
+      "reload_link_s,mean_lambda,staging_s\n";
   for (const SimResult& r : rows) {
     absl::StrAppendFormat(&out, "%s,%s,%.6g,%d,%d,%.9g,%.9g,%u,%u,%u,%.9g,%u,%u,%u,%.9g,%.9g,",
                           r.hardware, r.policy, r.budget, r.slots_per_layer, r.tokens, r.seconds,
                           r.tokens_per_s, r.loads, r.evictions, r.reload_bytes,
                           r.reload_bytes_per_token, r.groups_needed, r.hits, r.late, r.hit_rate,
                           r.gpu_neuron_share);
-    absl::StrAppendFormat(&out, "%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n", r.stalls.gpu_s,
-                          r.stalls.cpu_s, r.stalls.h2d_critical_s, r.stalls.h2d_background_s,
-                          r.stalls.other_s, r.cpu_busy_s, r.gpu_busy_s, r.reload_link_s,
-                          r.mean_lambda);
+    absl::StrAppendFormat(&out, "%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n",
+                          r.stalls.gpu_s, r.stalls.cpu_s, r.stalls.h2d_critical_s,
+                          r.stalls.h2d_background_s, r.stalls.other_s, r.cpu_busy_s, r.gpu_busy_s,
+                          r.reload_link_s, r.mean_lambda, r.staging_s);
   }
   return out;
 }
@@ -86,7 +86,8 @@ std::string FormatJson(const std::vector<SimResult>& rows, const std::string& ex
                     {"cpu_busy_s", r.cpu_busy_s},
                     {"gpu_busy_s", r.gpu_busy_s},
                     {"reload_link_s", r.reload_link_s},
-                    {"mean_lambda", r.mean_lambda}});
+                    {"mean_lambda", r.mean_lambda},
+                    {"staging_s", r.staging_s}});
   }
   j["results"] = std::move(list);
   return j.dump(kJsonIndent) + "\n";

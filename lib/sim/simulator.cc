@@ -64,6 +64,7 @@ absl::Status ValidateSimInputs(const SimHardware& hw, const SimCosts& costs) {
   }
   KX_RETURN_IF_ERROR(NonNegativeField(hw.copy_latency_s, "copy latency"));
   KX_RETURN_IF_ERROR(NonNegativeField(hw.launch_s, "kernel launch time"));
+  KX_RETURN_IF_ERROR(NonNegativeField(hw.staging_bytes_per_s, "staging copy bandwidth"));
   KX_RETURN_IF_ERROR(PositiveField(static_cast<double>(costs.neuron_bytes), "bytes per neuron"));
   KX_RETURN_IF_ERROR(PositiveField(static_cast<double>(costs.hidden_bytes), "hidden-state bytes"));
   if (std::isnan(costs.non_ffn_s) || std::isnan(costs.per_token_s) || std::isinf(costs.non_ffn_s) ||
@@ -153,6 +154,7 @@ absl::StatusOr<SimResult> Simulate(const SimTrace& trace, const SimHardware& hw,
   uint64_t gpu_neurons_total = 0, neurons_total = 0;
   const float gs = static_cast<float>(trace.group_size);
   double now = 0;
+  double staging_pending_s = 0;  // the host's staging copies since the last CPU branch
 
   auto complete_loads = [&](int layer) {
     if (in_flight[layer] != 0) return;
@@ -193,6 +195,9 @@ absl::StatusOr<SimResult> Simulate(const SimTrace& trace, const SimHardware& hw,
       reload.bytes = static_cast<uint64_t>(trace.group_neurons(layer, g)) * costs.neuron_bytes;
       reload.seconds = latency + static_cast<double>(reload.bytes) / hw.h2d_bytes_per_s;
       res.reload_bytes += reload.bytes;
+      if (hw.staging_bytes_per_s > 0) {
+        staging_pending_s += static_cast<double>(reload.bytes) / hw.staging_bytes_per_s;
+      }
       link.Enqueue(reload, t);
       ++in_flight[layer];
     }
@@ -256,11 +261,15 @@ absl::StatusOr<SimResult> Simulate(const SimTrace& trace, const SimHardware& hw,
 
       gpu_neurons_total += gpu_neurons;
       neurons_total += gpu_neurons + cpu_neurons;
+      // The CPU branch: the host's staging copies of this layer's Prepares, then its share.
       const double cpu_s =
-          hw.cpu_ffn.ffn_rate.empty()
-              ? static_cast<double>(cpu_neurons) * nb / hw.cpu_bytes_per_s
-              : hw.cpu_ffn.FfnSeconds(cpu_neurons, trace.n_ff[static_cast<size_t>(layer)],
-                                      costs.neuron_bytes);
+          staging_pending_s +
+          (hw.cpu_ffn.ffn_rate.empty()
+               ? static_cast<double>(cpu_neurons) * nb / hw.cpu_bytes_per_s
+               : hw.cpu_ffn.FfnSeconds(cpu_neurons, trace.n_ff[static_cast<size_t>(layer)],
+                                       costs.neuron_bytes));
+      res.staging_s += staging_pending_s;
+      staging_pending_s = 0;
       double gpu_path = 0, bg_wait = 0, gpu_s = 0;
       if (gpu_neurons > 0) {
         const PcieLink::Copy up = link.Critical(t0, up_s);

@@ -43,6 +43,11 @@ struct SimHardware {
   // its rate taken at the CPU's share of the layer's neurons; cpu_bytes_per_s is then unused.
   CpuModel cpu_ffn;
   double launch_s = kDefaultLaunchSeconds;  // GPU part of a layer: kernel launches
+  // The host's copy of each reload into the split FFN's pinned staging ring (DeviceFfn), in
+  // bytes per second; 0: free (not modelled). The copies run on the host in Prepare, before
+  // the CPU's share of the layer, so their time is added to that layer's CPU branch; the
+  // link is not delayed by them (a bundle's copy overlaps the previous bundle's transfer).
+  double staging_bytes_per_s = 0;
 
   static SimHardware From(const DeviceProfile& p, double cpu_gb_per_s,
                           double launch_s = kDefaultLaunchSeconds);
@@ -133,6 +138,7 @@ struct SimResult {
   double cpu_busy_s = 0;
   double gpu_busy_s = 0;
   double reload_link_s = 0;
+  double staging_s = 0;    // the host's copies of reloads into pinned staging (in cpu_busy_s)
   double mean_lambda = 0;  // TAM: mean over layers at the end; 0 otherwise
 };
 

@@ -111,6 +111,45 @@ TEST_CASE("sim: LRU reloads that become usable together, by hand", "[sim][hand]"
   CHECK(r.reload_link_s == Us(10));
 }
 
+TEST_CASE("sim: the host's copies into pinned staging lengthen the CPU branch, by hand",
+          "[sim][hand]") {
+  // The LRU case above with staging at 1 GB/s: each 4000-byte reload costs the host 4 µs.
+  const Counts counts = {{{0, 2, 0, 1}}, {{0, 4, 0, 2}}};
+  const std::string path = test_util::TempTracePath("staging");
+  test_util::WriteTrace(path, 4, counts);
+  const SimTrace t = test_util::LoadOrFail(path);
+  std::remove(path.c_str());
+  SimConfig config;
+  config.policy = "lru";
+  config.budget = 0.5;
+  config.placement_frequency = {0.9f, 0.1f, 0.8f, 0.05f};  // places g0, g2
+  SimHardware hw = test_util::RoundHardware();
+  hw.staging_bytes_per_s = 1e9;
+  const SimResult r = test_util::RunOrFail(t, hw, test_util::RoundCosts(2), config);
+  // Step 0: attention 0–2; LRU loads g1, g3: the host stages 8000 B (8 µs) before the CPU's
+  //         3 neurons (6 µs): 2 → 16; the link is not delayed (g1 2–7, g3 7–12).
+  // Step 1: attention 16–18; both landed by 12, so g1 and g3 are resident and needed: up
+  //         18–20, compute 1 + 6 = 7 → 27, down → 29; nothing on the CPU, nothing to load.
+  CHECK(r.seconds == Us(29));
+  CHECK(r.staging_s == Us(8));
+  CHECK(r.loads == 2);
+  CHECK(r.hits == 2);
+  CHECK(r.late == 2);
+  CHECK(r.cpu_busy_s == Us(14));
+  CHECK(r.stalls.cpu_s == Us(14));
+  CHECK(r.stalls.h2d_critical_s == Us(4));
+  CHECK(r.stalls.gpu_s == Us(7));
+  CHECK(r.stalls.other_s == Us(4));
+  CHECK(r.stalls.total() == Us(29));
+  hw.staging_bytes_per_s = -1;  // refused
+  CHECK(!Simulate(t, hw, test_util::RoundCosts(2), config).ok());
+  // Not modelled (0): the LRU case's 22 µs.
+  hw.staging_bytes_per_s = 0;
+  const SimResult free = test_util::RunOrFail(t, hw, test_util::RoundCosts(2), config);
+  CHECK(free.seconds == Us(22));
+  CHECK(free.staging_s == 0);
+}
+
 TEST_CASE("sim: per-token and shape-derived non-FFN times", "[sim][hand]") {
   const Counts counts = {{{4, 0, 0, 0}}};
   const std::string path = test_util::TempTracePath("shape");
