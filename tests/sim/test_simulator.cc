@@ -77,16 +77,28 @@ TEST_CASE("sim: the calibrated CPU rate curve prices the CPU branch, by hand", "
   CHECK(!Simulate(t, hw, test_util::RoundCosts(10), config).ok());
 }
 
-TEST_CASE("sim: LRU reloads that become usable together, by hand", "[sim][hand]") {
+// 1 layer x 4 groups, two steps; LRU at 50 % from a placement of g0, g2: the two reload
+// cases below.
+SimTrace LruTrace() {
   const Counts counts = {{{0, 2, 0, 1}}, {{0, 4, 0, 2}}};
   const std::string path = test_util::TempTracePath("lru");
   test_util::WriteTrace(path, 4, counts);
-  const SimTrace t = test_util::LoadOrFail(path);
+  SimTrace t = test_util::LoadOrFail(path);
   std::remove(path.c_str());
+  return t;
+}
+
+SimConfig LruConfig() {
   SimConfig config;
   config.policy = "lru";
   config.budget = 0.5;
   config.placement_frequency = {0.9f, 0.1f, 0.8f, 0.05f};  // places g0, g2
+  return config;
+}
+
+TEST_CASE("sim: LRU reloads that become usable together, by hand", "[sim][hand]") {
+  const SimTrace t = LruTrace();
+  const SimConfig config = LruConfig();
   const SimResult r =
       test_util::RunOrFail(t, test_util::RoundHardware(), test_util::RoundCosts(2), config);
   // Step 0: attention 0–2; LRU evicts g0, g2 and loads g1 (link 2–7), g3 (7–12); nothing
@@ -114,15 +126,8 @@ TEST_CASE("sim: LRU reloads that become usable together, by hand", "[sim][hand]"
 TEST_CASE("sim: the host's copies into pinned staging lengthen the CPU branch, by hand",
           "[sim][hand]") {
   // The LRU case above with staging at 1 GB/s: each 4000-byte reload costs the host 4 µs.
-  const Counts counts = {{{0, 2, 0, 1}}, {{0, 4, 0, 2}}};
-  const std::string path = test_util::TempTracePath("staging");
-  test_util::WriteTrace(path, 4, counts);
-  const SimTrace t = test_util::LoadOrFail(path);
-  std::remove(path.c_str());
-  SimConfig config;
-  config.policy = "lru";
-  config.budget = 0.5;
-  config.placement_frequency = {0.9f, 0.1f, 0.8f, 0.05f};  // places g0, g2
+  const SimTrace t = LruTrace();
+  const SimConfig config = LruConfig();
   SimHardware hw = test_util::RoundHardware();
   hw.staging_bytes_per_s = 1e9;
   const SimResult r = test_util::RunOrFail(t, hw, test_util::RoundCosts(2), config);

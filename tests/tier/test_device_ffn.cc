@@ -165,6 +165,18 @@ const std::vector<std::vector<float>>& Reference(const std::string& sidecar) {
   return ref;
 }
 
+// Points KAIROX_DEVICE_PROFILE at a profile file whose default, "slow", has copies of
+// `latency_us` (the caller unsets it).
+void UseSlowCopies(int latency_us) {
+  const std::string profiles =
+      TempDir() + "/slow_profiles_" + std::to_string(latency_us) + "us.json";
+  std::ofstream(profiles) << R"({"default": "slow", "profiles": {"slow": {"description": "copies )"
+                          << latency_us << R"( us", "memory": "1GiB", "h2d_gb_per_s": 10.0,
+      "d2h_gb_per_s": 10.0, "copy_latency_us": )"
+                          << latency_us << R"(, "device_gb_per_s": 100.0}}})";
+  REQUIRE(::setenv("KAIROX_DEVICE_PROFILE", profiles.c_str(), 1) == 0);
+}
+
 std::vector<int32_t> Greedy(kx::Engine& e, int n) {
   std::vector<int32_t> prompt = kx::test::RandomTokens(11, 6);
   std::vector<int32_t> out;
@@ -264,11 +276,7 @@ TEST_CASE("split FFN: bundle loads through the pinned staging ring, or straight 
   // The FATReLU model, whose groups come and go, with lru at 10 %: many loads a step. Copies
   // of 2 ms: a step's burst of loads outruns a ring of 2 buffers, so the third load must wait
   // for the first copy before it may refill that buffer.
-  const std::string profiles = TempDir() + "/staging_profiles.json";
-  std::ofstream(profiles) << R"({"default": "slow", "profiles": {"slow": {
-      "description": "copies of 2 ms", "memory": "1GiB", "h2d_gb_per_s": 10.0,
-      "d2h_gb_per_s": 10.0, "copy_latency_us": 2000.0, "device_gb_per_s": 100.0}}})";
-  REQUIRE(::setenv("KAIROX_DEVICE_PROFILE", profiles.c_str(), 1) == 0);
+  UseSlowCopies(2000);
   const std::vector<int32_t> forced = kx::test::RandomTokens(29, 8);
   // Teacher-forced token by token; after each, the slots that hold or load a group must
   // hold its bundle (read back from the device). Returns the most stale slots seen.
@@ -466,11 +474,7 @@ TEST_CASE("split FFN: skipping a wait on the device changes the logits", "[devic
   // counted from 0 in call order (the initial placement synchronizes a stream, which is not
   // counted); each layer step with groups on the device makes three: #0 the compute stream
   // for the inputs, #1 the critical stream for the partial sum, #2 the host for its copy.
-  const std::string profiles = TempDir() + "/slow_profiles.json";
-  std::ofstream(profiles) << R"({"default": "slow", "profiles": {"slow": {
-      "description": "copies of 20 ms", "memory": "1GiB", "h2d_gb_per_s": 10.0,
-      "d2h_gb_per_s": 10.0, "copy_latency_us": 20000.0, "device_gb_per_s": 100.0}}})";
-  REQUIRE(::setenv("KAIROX_DEVICE_PROFILE", profiles.c_str(), 1) == 0);
+  UseSlowCopies(20000);
   const std::vector<int32_t> forced = kx::test::RandomTokens(17, 2);
   auto cpu = kx::test::LoadEngine(Tiny().model, Options(Tiny().blocks));
   const auto want = kx::test::TeacherForced(*cpu, {}, forced);
