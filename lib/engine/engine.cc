@@ -151,6 +151,7 @@ absl::Status OpenDeviceLayers(Engine::Impl& m) {
   c.kv_row_bytes = m.kv_row_bytes;
   c.kv_q8 = m.kv_type == EngineOptions::KvType::kQ8_0;
   c.n_gpu_layers = o.n_gpu_layers;
+  c.debug_fault_step = o.debug_device_layer_fault;
   KX_ASSIGN_OR_RETURN(m.device, DeviceLayers::Create(c, std::move(dev)));
   return absl::OkStatus();
 }
