@@ -278,6 +278,9 @@ TEST_CASE("graph decode with device layers equals the pool path", "[device_layer
 
 TEST_CASE("graph decode with device layers beside the split FFN, with and without a RAM budget",
           "[device_layers_graph]") {
+  // A 3-token prompt: one batch on the pool path, but under a RAM budget token by token on
+  // the graph, the first two without logits (the head's externals are signalled unrun).
+  const auto prompt = kx::test::RandomTokens(77, 3);
   const auto forced = kx::test::RandomTokens(73, 10);
   struct Case {
     int ngl;
@@ -303,12 +306,12 @@ TEST_CASE("graph decode with device layers beside the split FFN, with and withou
       REQUIRE(graph->n_device_layers() == (c.ngl < 0 ? 3 : c.ngl));
       REQUIRE(graph->device_head());
       REQUIRE(graph->device_ffn() != nullptr);
-      const auto a = kx::test::TeacherForced(*pool, {}, forced);
-      const auto b = kx::test::TeacherForced(*graph, {}, forced);
+      const auto a = kx::test::TeacherForced(*pool, prompt, forced);
+      const auto b = kx::test::TeacherForced(*graph, prompt, forced);
       REQUIRE(kx::test::AllFinite(b));
       CHECK(SameBytes(a, b));
       CHECK(graph->device_ffn()->stats().layer_steps == pool->device_ffn()->stats().layer_steps);
-      CheckStalls(*graph, forced.size());
+      CheckStalls(*graph, forced.size() + (*c.ram ? prompt.size() : 0));
       CheckPlan(*graph, 3);
       // The split FFN's merge still waits for the CPU's share and the device's download.
       const kx::graph::TaskGraph* g = graph->decode_task_graph();
