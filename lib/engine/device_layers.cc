@@ -308,7 +308,7 @@ absl::Status DeviceLayers::EnqueueAttentionBlock(int layer, float* x, int64_t po
   att.q = d_q_;
   att.k_cache = b.k_cache;
   att.v_cache = b.v_cache;
-  att.dst = FaultOr(d_attn_, x);  // a host address: the sim device faults on it
+  att.dst = FaultOr(d_attn_, x);  // x only as the test fault: a host address, which faults
   att.workspace = d_workspace_;
   att.workspace_bytes = workspace_bytes_;
   att.kv_type = rope.kv_type;
