@@ -393,11 +393,7 @@ TEST_CASE("graph decode with device layers: a wrong device output fails the comp
   for (size_t i = 0; i < forced.size(); ++i) {
     const absl::Status st = broken->Eval(std::span<const int32_t>(&forced[i], 1));
     INFO("token " << i << ": " << st.message());
-    if (i == 0) REQUIRE(st.ok());
-    if (!st.ok()) {
-      differs = true;
-      break;
-    }
+    REQUIRE(st.ok());  // stale values are finite: only the comparison can tell
     const std::vector<std::vector<float>> got{{broken->Logits().begin(), broken->Logits().end()}};
     const bool same = SameBytes(got, {want[i]});
     if (i == 0) CHECK(same);  // before the skipped wait
