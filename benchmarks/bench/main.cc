@@ -450,8 +450,8 @@ class Bench {
         }
       }
       StallBreakdown(*sp, n_gen, r);
-      GraphStalls(n_gen, r);
     }
+    GraphStalls(n_gen, r);  // dense decode too: device layers are graph externals
     r.kv_bytes_per_token = Summarize(kv_bytes).mean;
     r.bw_dram_gbps = Summarize(dram).median;
     r.bw_cache_gbps = Summarize(cache).median;
@@ -485,7 +485,8 @@ class Bench {
          r.stall_h2d_background_ms_per_token + r.stall_disk_ms_per_token);
   }
 
-  // The decode graph's per-tag stalls with the split FFN, per timed token (report.h).
+  // The decode graph's per-tag stalls with device externals (device layers, the split FFN)
+  // or a RAM tier, per timed token (report.h).
   void GraphStalls(int n_gen, TestResult& r) {
     const DecodeGraphStats* gs = engine_.decode_graph_stats();
     if (gs == nullptr || gs->runs == 0) return;

@@ -55,7 +55,8 @@ absl::Status DecodeGraph::Build() {
     tier_->SetReadNotify(&OnBundlesRead, this);
     tier_->SetLogTokenStalls(true);
   }
-  if (split_) {
+  device_steps_ = m.device != nullptr && (m.device->n_layers() > 0 || m.device->head());
+  if (split_ || device_steps_) {
     watch_ = std::make_unique<DeviceWatch>(m.device->device());
     watch_->set_debug_signal_early(m.options.debug_graph_signal_early);
   }
@@ -75,7 +76,7 @@ absl::Status DecodeGraph::Build() {
     prev = id;
   };
   auto external = [&](int after, const char* what, int l, int tag) {
-    const int id = g_.AddExternal(Name(what, l).c_str());
+    const int id = g_.AddExternal(l >= 0 ? Name(what, l).c_str() : what);
     g_.SetTag(id, tag);
     g_.Depend(after, id);
     return id;
@@ -96,11 +97,20 @@ absl::Status DecodeGraph::Build() {
     PlanLinear(m, 1, down, 1, &L.down);
 
     chain(AttnInNode, &L, 1, Name("attn_in", l));
-    chain(QkvNode, &L, P, Name("qkv", l));
-    chain(RopeNode, &L, 1, Name("rope", l));
-    chain(AttnNode, &L, P, Name("attn", l));
-    chain(WoInNode, &L, 1, Name("wo_in", l));
-    chain(WoNode, &L, P, Name("wo", l));
+    if (m.device != nullptr && m.device->OnDevice(l)) {
+      // The attention block on the device; ffn_in.l (the next node) waits for its download.
+      // Ids are consecutive: BeginDeviceStep relies on it.
+      L.dattn_up = external(prev, "dattn_up", l, DecodeGraphStats::kH2dCritical);
+      const int gpu = external(L.dattn_up, "dattn_gpu", l, DecodeGraphStats::kGpu);
+      join = external(gpu, "dattn_down", l, DecodeGraphStats::kH2dCritical);
+      KX_CHECK(gpu == L.dattn_up + 1 && join == L.dattn_up + 2);
+    } else {
+      chain(QkvNode, &L, P, Name("qkv", l));
+      chain(RopeNode, &L, 1, Name("rope", l));
+      chain(AttnNode, &L, P, Name("attn", l));
+      chain(WoInNode, &L, 1, Name("wo_in", l));
+      chain(WoNode, &L, P, Name("wo", l));
+    }
     chain(FfnInNode, &L, 1, Name("ffn_in", l));
     if (bundles_ && tier_ != nullptr) {
       // The FFN starts once the layer's reads landed (the external) and ffn_in.l ran.
@@ -142,7 +152,15 @@ absl::Status DecodeGraph::Build() {
   const LinearJob head[] = {{&m.w.output, nullptr, hp.n_vocab}};  // dst: set per token
   PlanLinear(m, 1, head, 1, &head_);
   chain(OutNode, this, 1, "out");
-  chain(HeadNode, this, P, "head");
+  if (m.device != nullptr && m.device->head()) {
+    dhead_up_ = external(prev, "dhead_up", -1, DecodeGraphStats::kH2dCritical);
+    const int gpu = external(dhead_up_, "dhead_gpu", -1, DecodeGraphStats::kGpu);
+    join = external(gpu, "dhead_down", -1, DecodeGraphStats::kH2dCritical);
+    KX_CHECK(gpu == dhead_up_ + 1 && join == dhead_up_ + 2);
+    chain(HeadDoneNode, this, 1, "head_done");
+  } else {
+    chain(HeadNode, this, P, "head");
+  }
   return g_.Finalize();
 }
 
@@ -221,6 +239,10 @@ void DecodeGraph::AttnInNode(void* ctx, int, int) {
   Layer& L = *static_cast<Layer*>(ctx);
   DecodeGraph& s = *L.self;
   if (L.l > 0) s.FfnEnd(L.l - 1);
+  if (L.dattn_up >= 0) {
+    s.BeginDeviceStep(L.dattn_up, L.l);
+    return;
+  }
   AttnNormStage(s.m_, L.l, 1);
   s.Mark(Op::kNorm);
   PrepareLinear(L.qkv, s.m_.xn.data(), s.m_.hp.n_embd);
@@ -266,8 +288,12 @@ void DecodeGraph::FfnInNode(void* ctx, int, int) {
   Layer& L = *static_cast<Layer*>(ctx);
   DecodeGraph& s = *L.self;
   Engine::Impl& m = s.m_;
-  AttnResidualStage(m, L.l, 1);
-  s.Mark(Op::kAttnOut, 0);  // the rows and the residual
+  if (L.dattn_up >= 0) {
+    s.EndDeviceStep(Op::kAttention);  // the device added the residual
+  } else {
+    AttnResidualStage(m, L.l, 1);
+    s.Mark(Op::kAttnOut, 0);  // the rows and the residual
+  }
   FfnNormStage(m, L.l, 1);
   s.Mark(Op::kNorm);
   if (m.sparse != nullptr) {
@@ -358,9 +384,48 @@ void DecodeGraph::WatchDevice(const Layer& L) {
   }
 }
 
+void DecodeGraph::BeginDeviceStep(int first, int layer) {
+  DeviceLayers& dl = *m_.device;
+  // An error is kept by DeviceLayers (sticky); the graph still runs to its end, since its
+  // externals are signalled either way, and Eval returns the error.
+  if (layer >= 0) {
+    (void)dl.BeginAttentionBlock(layer, m_.x.data(), m_.n_past);
+  } else {
+    (void)dl.BeginHead(m_.x.data(), logits_);
+  }
+  const Event *up, *gpu, *down;
+  if (dl.StepEvents(&up, &gpu, &down)) {
+    watch_->Watch({{up, &g_, first}, {gpu, &g_, first + 1}, {down, &g_, first + 2}});
+  } else {
+    for (int i = 0; i < 3; ++i) g_.Signal(first + i);
+  }
+  Mark(layer >= 0 ? Op::kAttention : Op::kLmHead, 0);
+}
+
+void DecodeGraph::EndDeviceStep(Op op) {
+  DeviceLayers& dl = *m_.device;
+  const Event *up, *gpu, *down;
+  if (dl.StepEvents(&up, &gpu, &down)) {
+    // The download's external was signalled, so the download must have landed: if not, it
+    // was signalled too early (EndStep's own wait still keeps x right).
+    absl::StatusOr<bool> done = dl.device().EventQuery(*down);
+    if (done.ok() && !*done) ++stall_.early_signals;
+  }
+  (void)dl.EndStep();
+  Mark(op);
+}
+
 void DecodeGraph::OutNode(void* ctx, int, int) {
   auto* self = static_cast<DecodeGraph*>(ctx);
   self->FfnEnd(self->m_.hp.n_layer - 1);
+  if (self->dhead_up_ >= 0) {
+    if (self->logits_ != nullptr) {
+      self->BeginDeviceStep(self->dhead_up_, -1);
+    } else {
+      for (int i = 0; i < 3; ++i) self->g_.Signal(self->dhead_up_ + i);
+    }
+    return;
+  }
   if (self->logits_ == nullptr) return;
   OutNormStage(self->m_, 0, 1);
   self->Mark(Op::kNorm);
@@ -373,6 +438,11 @@ void DecodeGraph::HeadNode(void* ctx, int part, int n_parts) {
   auto* self = static_cast<DecodeGraph*>(ctx);
   if (self->logits_ == nullptr) return;
   RunLinearPart(self->head_, part, n_parts);
+}
+
+void DecodeGraph::HeadDoneNode(void* ctx, int, int) {
+  auto* self = static_cast<DecodeGraph*>(ctx);
+  if (self->logits_ != nullptr) self->EndDeviceStep(Op::kLmHead);
 }
 
 const DecodeGraphStats* Engine::decode_graph_stats() const {

@@ -32,8 +32,18 @@
 //   charged to the part it waited for (DecodeGraphStats). Under three tiers (a RAM tier too)
 //   the step's bundle loads copy from the tier's buffers, issued by Begin; a fourth external
 //   dev_load.l (tag H2D background), signalled when they landed, also precedes the merge.
-// then out (1: last FFN end, output norm, head input) → head (P: lm head rows);
-// the softcap runs on the caller after the graph. Every node depends on the
+// Device layers (DeviceLayers: -ngl, the attention block of the first layers and the head
+// on the device): a device layer's attn_in.l ends the previous layer's FFN and enqueues the
+// attention block (upload of x, kernels, download into x: BeginAttentionBlock); three
+// externals dattn_up.l → dattn_gpu.l → dattn_down.l (tags H2D critical, GPU, H2D critical)
+// follow it, signalled by the DeviceWatch thread as the step's events complete, and
+// ffn_in.l waits for attn_in.l and dattn_down.l (EndStep: the status, then the FFN's norm).
+// The CPU's qkv … wo nodes of that layer do not exist. So the pool threads sleep while the
+// device works (the RAM tier's reads and the split FFN's background loads go on) and the
+// stall is charged to the part of the step it waited for.
+// then out (1: last FFN end, output norm, head input) → head (P: lm head rows); with the
+// head on the device, out enqueues it (BeginHead) → dhead_up → dhead_gpu → dhead_down →
+// head_done (1: EndStep). The softcap runs on the caller after the graph. Every node depends on the
 // one before (a chain: each op reads what the previous one wrote) with one
 // exception, where the graph overlaps work the pool path serializes: on
 // bundles without a RAM tier, with 2+ threads and the fused sparse kernel,
@@ -89,7 +99,7 @@ class DecodeGraph {
   // Whether the plan has the split FFN's device externals.
   bool split() const { return split_; }
   // Whether the plan has externals (device or disk): stall_stats() is kept.
-  bool has_externals() const { return split_ || tier_ != nullptr; }
+  bool has_externals() const { return split_ || device_steps_ || tier_ != nullptr; }
   ~DecodeGraph();
 
  private:
@@ -102,6 +112,7 @@ class DecodeGraph {
     int dev_up = -1;    // split FFN: the first of the externals dev_up, dev_gpu, dev_down
     int disk = -1;      // RAM tier: the external its reads' landing signals
     int dev_load = -1;  // three tiers: the external the step's bundle loads signal
+    int dattn_up = -1;  // device layer: the first of the externals dattn_up, _gpu, _down
   };
 
   explicit DecodeGraph(Engine::Impl& m);
@@ -118,6 +129,13 @@ class DecodeGraph {
   void BeginFfn(const Layer& L);
   // The tier's read notify (BundleTier::ReadNotify): signals disk.layer.
   static void OnBundlesRead(void* ctx, int layer);
+  // Device layers: enqueues layer's attention block (layer >= 0) or the head (-1) and hands
+  // its events to the watcher for the externals first, first + 1, first + 2 (or, when the
+  // step enqueued nothing — a device error —, signals them at once).
+  void BeginDeviceStep(int first, int layer);
+  // In the node after the externals: waits for the step (its status is kept by DeviceLayers
+  // and returned by Eval) and counts an early signal; charges the time since the last mark.
+  void EndDeviceStep(Op op);
 
   // Node functions (graph::TaskFn); ctx is a Layer* except for the whole-token nodes.
   static void EmbedNode(void* ctx, int part, int n_parts);
@@ -138,11 +156,14 @@ class DecodeGraph {
   static void SparseDoneNode(void* ctx, int part, int n_parts);
   static void OutNode(void* ctx, int part, int n_parts);
   static void HeadNode(void* ctx, int part, int n_parts);
+  static void HeadDoneNode(void* ctx, int part, int n_parts);
 
   Engine::Impl& m_;
   bool bundles_ = false;                // the FFN runs on the sparse runtime's bundles
   bool split_ = false;                  // ... split with the device (DeviceFfn): device externals
-  std::unique_ptr<DeviceWatch> watch_;  // split_: signals the externals
+  bool device_steps_ = false;           // device layers or the head: device externals
+  int dhead_up_ = -1;                   // the head on the device: its first external
+  std::unique_ptr<DeviceWatch> watch_;  // split_ or device_steps_: signals the externals
   BundleTier* tier_ = nullptr;          // the RAM tier whose reads are disk externals
   DecodeGraphStats stall_;
   int n_parts_ = 1;

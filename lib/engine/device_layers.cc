@@ -203,16 +203,57 @@ absl::Status DeviceLayers::Matvec(const WeightRef& host_w, const void* device_w,
 }
 
 absl::Status DeviceLayers::AttentionBlock(int layer, float* x, int64_t pos) {
-  if (status_.ok()) status_ = RunAttentionBlock(layer, x, pos);
-  return status_;
+  KX_RETURN_IF_ERROR(BeginAttentionBlock(layer, x, pos));
+  return EndStep();
 }
 
 absl::Status DeviceLayers::Head(const float* x, float* logits) {
-  if (status_.ok()) status_ = RunHead(x, logits);
+  KX_RETURN_IF_ERROR(BeginHead(x, logits));
+  return EndStep();
+}
+
+absl::Status DeviceLayers::BeginAttentionBlock(int layer, float* x, int64_t pos) {
+  fault_ = steps_++ == config_.debug_fault_step;
+  step_pending_ = status_.ok() && Begun(EnqueueAttentionBlock(layer, x, pos));
   return status_;
 }
 
-absl::Status DeviceLayers::RunAttentionBlock(int layer, float* x, int64_t pos) {
+absl::Status DeviceLayers::BeginHead(const float* x, float* logits) {
+  fault_ = steps_++ == config_.debug_fault_step;
+  step_pending_ = status_.ok() && Begun(EnqueueHead(x, logits));
+  return status_;
+}
+
+bool DeviceLayers::Begun(const absl::Status& enqueued) {
+  if (enqueued.ok()) return true;
+  status_ = enqueued;
+  // Part of the step may be queued (a failed device drops the rest, but its copies may still
+  // be landing): the caller goes on without waiting for the step's events, so wait here until
+  // nothing queued can still touch the host's x or logits.
+  (void)device_->Synchronize();
+  return false;
+}
+
+bool DeviceLayers::StepEvents(const Event** up, const Event** gpu, const Event** down) const {
+  if (!step_pending_) return false;
+  *up = &uploaded_;
+  *gpu = &computed_;
+  *down = &returned_;
+  return true;
+}
+
+absl::Status DeviceLayers::EndStep() {
+  if (step_pending_) {
+    step_pending_ = false;
+    absl::Status st = device_->EventSynchronize(returned_);
+    if (!st.ok() && status_.ok()) status_ = st;
+  }
+  return status_;
+}
+
+float* DeviceLayers::FaultOr(float* device_dst, float* host) { return fault_ ? host : device_dst; }
+
+absl::Status DeviceLayers::EnqueueAttentionBlock(int layer, float* x, int64_t pos) {
   const LlamaHParams& hp = *config_.hp;
   const LlamaLayerWeights& L = config_.w->layers[layer];
   const LayerBuffers& b = layers_[layer];
@@ -267,7 +308,7 @@ absl::Status DeviceLayers::RunAttentionBlock(int layer, float* x, int64_t pos) {
   att.q = d_q_;
   att.k_cache = b.k_cache;
   att.v_cache = b.v_cache;
-  att.dst = d_attn_;
+  att.dst = FaultOr(d_attn_, x);  // x only as the test fault: a host address, which faults
   att.workspace = d_workspace_;
   att.workspace_bytes = workspace_bytes_;
   att.kv_type = rope.kv_type;
@@ -303,11 +344,10 @@ absl::Status DeviceLayers::RunAttentionBlock(int layer, float* x, int64_t pos) {
   KX_RETURN_IF_ERROR(dev.RecordEvent(kCompute, computed_));
   KX_RETURN_IF_ERROR(dev.StreamWaitEvent(StreamKind::kCritical, computed_));
   KX_RETURN_IF_ERROR(dev.CopyD2H(StreamKind::kCritical, x, d_x_, x_bytes));
-  KX_RETURN_IF_ERROR(dev.RecordEvent(StreamKind::kCritical, returned_));
-  return dev.EventSynchronize(returned_);
+  return dev.RecordEvent(StreamKind::kCritical, returned_);
 }
 
-absl::Status DeviceLayers::RunHead(const float* x, float* logits) {
+absl::Status DeviceLayers::EnqueueHead(const float* x, float* logits) {
   const LlamaHParams& hp = *config_.hp;
   Device& dev = *device_;
   KX_RETURN_IF_ERROR(dev.CopyH2D(StreamKind::kCritical, d_x_, x, sizeof(float) * hp.n_embd));
@@ -322,13 +362,12 @@ absl::Status DeviceLayers::RunHead(const float* x, float* logits) {
   norm.n = hp.n_embd;
   norm.eps = hp.rms_eps;
   KX_RETURN_IF_ERROR(dev.Launch(StreamKind::kCompute, "rms_norm", &norm));
-  KX_RETURN_IF_ERROR(Matvec(config_.w->output, d_output_, d_xn_, d_logits_));
+  KX_RETURN_IF_ERROR(Matvec(config_.w->output, d_output_, d_xn_, FaultOr(d_logits_, logits)));
   KX_RETURN_IF_ERROR(dev.RecordEvent(StreamKind::kCompute, computed_));
   KX_RETURN_IF_ERROR(dev.StreamWaitEvent(StreamKind::kCritical, computed_));
   KX_RETURN_IF_ERROR(
       dev.CopyD2H(StreamKind::kCritical, logits, d_logits_, sizeof(float) * hp.n_vocab));
-  KX_RETURN_IF_ERROR(dev.RecordEvent(StreamKind::kCritical, returned_));
-  return dev.EventSynchronize(returned_);
+  return dev.RecordEvent(StreamKind::kCritical, returned_);
 }
 
 }  // namespace kx

@@ -24,6 +24,9 @@
 //   KX_ASSIGN_OR_RETURN(std::unique_ptr<DeviceLayers> dl, DeviceLayers::Create(m, std::move(dev)));
 //   if (dl->OnDevice(l)) KX_RETURN_IF_ERROR(dl->AttentionBlock(l, x_row, pos));
 //   if (dl->head()) KX_RETURN_IF_ERROR(dl->Head(x_row, logits_row));
+// The decode graph (decode_graph.h) splits a step in two: BeginAttentionBlock / BeginHead
+// enqueue it and return, StepEvents gives the events its externals wait for, and EndStep
+// (in the node after them) waits for the download and reports the status.
 #pragma once
 
 #include <cstdint>
@@ -58,6 +61,7 @@ class DeviceLayers {
     uint64_t kv_row_bytes = 0;
     bool kv_q8 = false;
     int n_gpu_layers = -1;
+    int64_t debug_fault_step = -1;  // EngineOptions::debug_device_layer_fault
   };
   // Plans, reserves and uploads. A device whose budget holds nothing gives a DeviceLayers
   // with no layers and no head (the session then runs on the CPU) and a log line saying why.
@@ -82,11 +86,28 @@ class DeviceLayers {
   // in an unknown state; the session must be recreated).
   const absl::Status& status() const { return status_; }
 
+  // The same steps without the host's wait: enqueue the upload, the kernels and the
+  // download (into x, or logits) and return. x (logits) must stay untouched until EndStep.
+  // After an error nothing is enqueued and StepEvents says so.
+  absl::Status BeginAttentionBlock(int layer, float* x, int64_t pos);
+  absl::Status BeginHead(const float* x, float* logits);
+  // The step begun last: its upload landed (up), its kernels ran (gpu), its download landed
+  // (down) — each completes after the one before. False when that step enqueued nothing
+  // (an error before or while enqueueing): nothing will complete, so the caller does not wait.
+  bool StepEvents(const Event** up, const Event** gpu, const Event** down) const;
+  // Waits for the step begun last (a no-op when it enqueued nothing); returns status().
+  absl::Status EndStep();
+
  private:
   DeviceLayers(const Config& config, std::unique_ptr<Device> device, DevicePlacement placement);
   absl::Status Upload();
-  absl::Status RunAttentionBlock(int layer, float* x, int64_t pos);
-  absl::Status RunHead(const float* x, float* logits);
+  absl::Status EnqueueAttentionBlock(int layer, float* x, int64_t pos);
+  absl::Status EnqueueHead(const float* x, float* logits);
+  // Keeps the first error; whether the step's work is all enqueued.
+  bool Begun(const absl::Status& enqueued);
+  // Test fault (Config::debug_fault_step): the output pointer this step's faulting kernel
+  // gets instead of `device_dst`.
+  float* FaultOr(float* device_dst, float* host);
   absl::Status Matvec(const WeightRef& host_w, const void* device_w, const float* x, float* y);
 
   struct LayerBuffers;
@@ -104,6 +125,9 @@ class DeviceLayers {
   const void* d_output_norm_ = nullptr;
   const void* d_output_ = nullptr;
   absl::Status status_;
+  bool step_pending_ = false;  // the last Begin enqueued a step EndStep has not waited for
+  int64_t steps_ = 0;          // steps begun (the fault injection counts them)
+  bool fault_ = false;         // this step is Config::debug_fault_step
 };
 
 }  // namespace kx

@@ -145,13 +145,13 @@ absl::Status OpenDeviceLayers(Engine::Impl& m) {
     }
     return absl::OkStatus();
   }
-  DeviceLayers::Config c;
-  c.hp = &m.hp;
-  c.w = &m.w;
-  c.n_ctx = m.n_ctx;
-  c.kv_row_bytes = m.kv_row_bytes;
-  c.kv_q8 = m.kv_type == EngineOptions::KvType::kQ8_0;
-  c.n_gpu_layers = o.n_gpu_layers;
+  const DeviceLayers::Config c{.hp = &m.hp,
+                               .w = &m.w,
+                               .n_ctx = m.n_ctx,
+                               .kv_row_bytes = m.kv_row_bytes,
+                               .kv_q8 = m.kv_type == EngineOptions::KvType::kQ8_0,
+                               .n_gpu_layers = o.n_gpu_layers,
+                               .debug_fault_step = o.debug_device_layer_fault};
   KX_ASSIGN_OR_RETURN(m.device, DeviceLayers::Create(c, std::move(dev)));
   return absl::OkStatus();
 }

@@ -84,10 +84,10 @@ struct EngineOptions {
   // KAIROX_EXEC=pool|graph overrides.
   enum class Executor { kPool, kGraph };
   Executor executor = Executor::kGraph;
-  // With the split FFN (vram_ffn), whether decode runs on the graph too (with executor
-  // kGraph): device externals signalled by the device's events (engine/decode_graph.h;
-  // docs/dag.md has the measurement behind the default); false: the pool path. KAIROX_EXEC
-  // overrides. The device layers (n_gpu_layers) always run on the pool path.
+  // With the split FFN (vram_ffn) or device layers (n_gpu_layers: attention blocks, the
+  // head), whether decode runs on the graph too (with executor kGraph): device externals
+  // signalled by the device's events (engine/decode_graph.h; docs/dag.md has the
+  // measurements behind the default); false: the pool path. KAIROX_EXEC overrides.
   bool graph_with_device = true;
   // Under a RAM budget, whether the decode graph waits for each layer's bundle reads through
   // a disk external signalled by the I/O completion (the stall is then charged to the disk
@@ -129,6 +129,10 @@ struct EngineOptions {
   // Tests' negative control: the split FFN reuses a staging buffer without waiting for the
   // copy that read it.
   bool debug_skip_staging_wait = false;
+  // Tests: the device layers' N-th step (0-based over attention blocks and heads, in call
+  // order) launches its attention (or head) kernel with an output outside device memory, so
+  // the sim device faults on its stream as a GPU would (sticky); -1 = none.
+  int64_t debug_device_layer_fault = -1;
 };
 
 // Wall time per op kind, accumulated since the last ResetProfile().

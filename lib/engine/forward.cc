@@ -84,9 +84,10 @@ void LinearGroup(Engine::Impl& m, const float* src, int64_t src_ld, int n_tokens
 }
 
 // Whether one token (decode) runs on the task graph: EngineOptions::executor,
-// overridden by KAIROX_EXEC=pool|graph (read once per process). With the split FFN
-// (device_ffn) also EngineOptions::graph_with_device (KAIROX_EXEC=graph overrides it).
-bool UseGraph(const EngineOptions& options, bool device_ffn) {
+// overridden by KAIROX_EXEC=pool|graph (read once per process). With work on the device
+// (the split FFN, device layers, the head) also EngineOptions::graph_with_device
+// (KAIROX_EXEC=graph overrides it).
+bool UseGraph(const EngineOptions& options, bool device_work) {
   static const int env = [] {
     const char* v = std::getenv("KAIROX_EXEC");
     if (v == nullptr) return -1;
@@ -97,7 +98,7 @@ bool UseGraph(const EngineOptions& options, bool device_ffn) {
   }();
   const auto e = env >= 0 ? static_cast<EngineOptions::Executor>(env) : options.executor;
   if (e != EngineOptions::Executor::kGraph) return false;
-  return !device_ffn || env >= 0 || options.graph_with_device;
+  return !device_work || env >= 0 || options.graph_with_device;
 }
 
 }  // namespace
@@ -429,12 +430,11 @@ static void AttentionBlockCpu(Engine::Impl& m, int l, int n) {
 void Engine::Impl::ForwardBatch(const int32_t* tokens, int n, int first_logit, float* logits_dst) {
   kv_end = std::max(kv_end, n_past + n);  // RopeStage writes positions up to n_past + n − 1
   // One token (decode) on the task graph, unless a profiling hook watches
-  // the FFN (kairox-prepare), which only the pool path calls.
-  // The device layers (engine/device_layers.h: attention, the head) run on the pool path:
-  // the decode graph has device nodes for the split FFN only.
-  const bool device_layers = device != nullptr && (device->n_layers() > 0 || device->head());
-  const bool split_ffn = device != nullptr && device_ffn != nullptr;
-  if (n == 1 && ffn_hook == nullptr && !device_layers && UseGraph(options, split_ffn)) {
+  // the FFN (kairox-prepare), which only the pool path calls. The device's work (device
+  // layers, the head, the split FFN) is externals there (engine/decode_graph.h).
+  const bool device_work =
+      device != nullptr && (device->n_layers() > 0 || device->head() || device_ffn != nullptr);
+  if (n == 1 && ffn_hook == nullptr && UseGraph(options, device_work)) {
     if (decode_graph == nullptr || !decode_graph->Current()) {
       auto g = DecodeGraph::Create(*this);
       KX_CHECK_MSG(g.ok(), std::string(g.status().message()).c_str());

@@ -28,6 +28,7 @@
 #include "catch2/catch.hpp"
 #include "engine/device_ffn.h"
 #include "engine/engine.h"
+#include "engine/graph_plan.h"
 #include "engine/sparse_runtime.h"
 #include "engine/teacher_forced.h"
 #include "engine/tiny_model.h"
@@ -85,7 +86,7 @@ kx::EngineOptions SimOptions(const std::string& share, const std::string& policy
   o.sidecar = Tiny().sidecar;
   o.sparsity = -1.0f;  // FATReLU: the natural sparsity (the activation sets the thresholds)
   o.device = "sim";
-  o.n_gpu_layers = 0;  // only the FFN is split (device layers run on the pool path)
+  o.n_gpu_layers = 0;  // only the FFN is split (device layers: test_device_layers_graph.cc)
   o.vram_ffn = share;
   o.device_policy = policy;
   o.graph_with_device = graph;
@@ -146,48 +147,6 @@ void CheckFfnTagsAddUp(const kx::DeviceFfnStats& st) {
   CHECK(st.cpu_ns + st.gpu_ns + st.h2d_critical_ns + st.h2d_background_ns + st.disk_ns +
             st.other_ns ==
         st.cpu_ns + st.device_wait_ns + st.load_wait_ns + st.disk_ns);
-}
-
-// The plan's edges, from its Graphviz text ("  nB -> nA;").
-struct Plan {
-  std::vector<std::vector<int>> succs;
-  std::vector<std::set<int>> preds;
-  int Find(const kx::graph::TaskGraph& g, const std::string& name) const {
-    for (int i = 0; i < g.num_nodes(); ++i) {
-      if (g.name(i) == name) return i;
-    }
-    FAIL("no node " << name);
-    return -1;
-  }
-  bool Reaches(int from, int to) const {
-    std::vector<int> stack{from};
-    std::vector<bool> seen(succs.size());
-    while (!stack.empty()) {
-      const int n = stack.back();
-      stack.pop_back();
-      if (n == to) return true;
-      if (seen[n]) continue;
-      seen[n] = true;
-      for (int s : succs[n]) stack.push_back(s);
-    }
-    return false;
-  }
-};
-
-Plan ParsePlan(const kx::graph::TaskGraph& g) {
-  Plan p;
-  p.succs.resize(g.num_nodes());
-  p.preds.resize(g.num_nodes());
-  std::istringstream in(g.ToDot());
-  std::string line;
-  while (std::getline(in, line)) {
-    int b = 0, a = 0;
-    if (std::sscanf(line.c_str(), " n%d -> n%d;", &b, &a) == 2) {
-      p.succs[b].push_back(a);
-      p.preds[a].insert(b);
-    }
-  }
-  return p;
 }
 
 }  // namespace
@@ -254,7 +213,7 @@ TEST_CASE("graph decode with the split FFN: the device's share runs beside the C
   Run(*e);
   const kx::graph::TaskGraph* g = e->decode_task_graph();
   REQUIRE(g != nullptr);
-  const Plan p = ParsePlan(*g);
+  const kx::test::GraphPlan p = kx::test::ParseGraphPlan(*g);
   for (int l = 0; l < 3; ++l) {
     INFO("layer " << l);
     const std::string s = std::to_string(l);
@@ -339,7 +298,7 @@ TEST_CASE("graph decode under three tiers: the step's bundle loads are an h2d ba
   CHECK(kx::test::AllFinite(got));
   const kx::graph::TaskGraph* g = e->decode_task_graph();
   REQUIRE(g != nullptr);
-  const Plan p = ParsePlan(*g);
+  const kx::test::GraphPlan p = kx::test::ParseGraphPlan(*g);
   for (int l = 0; l < 3; ++l) {
     INFO("layer " << l);
     const std::string s = std::to_string(l);
