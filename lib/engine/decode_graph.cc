@@ -136,9 +136,10 @@ absl::Status DecodeGraph::Build() {
         const int gpu = external(L.dev_up, "dev_gpu", l, DecodeGraphStats::kGpu);
         join = external(gpu, "dev_down", l, DecodeGraphStats::kH2dCritical);
         KX_CHECK(gpu == L.dev_up + 1 && join == L.dev_up + 2);
-        if (tier_ != nullptr) {
-          // Three tiers: the step's bundle loads copy from the RAM tier's buffers, so End
-          // (the merge) waits for them before the tier may reuse them.
+        if (tier_ != nullptr && m_.device_ffn->staging_bundles() == 0) {
+          // Three tiers without the staging ring: the step's bundle loads copy from the RAM
+          // tier's buffers, so End (the merge) waits for them before the tier may reuse them.
+          // Through the ring (DeviceFfn) they are copied out at once: nothing to wait for.
           L.dev_load = external(ffn_begin, "dev_load", l, DecodeGraphStats::kH2dBackground);
           join2 = L.dev_load;
         }

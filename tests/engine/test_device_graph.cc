@@ -11,9 +11,10 @@
 //     add up as on the pool path;
 //   - the negative control: with 2 ms copies, signalling the externals before their events
 //     completed is detected (early_signals), where the normal run counts none;
-//   - three tiers with lru and 2 ms copies: the step's bundle loads (from the RAM tier's
-//     buffers) are the external dev_load.l before the merge, the graph's stall for them is
-//     charged to H2D background, and so is DeviceFfn's.
+//   - three tiers with lru and 2 ms copies, no staging ring: the step's bundle loads (from
+//     the RAM tier's buffers) are the external dev_load.l before the merge, the graph's stall
+//     for them is charged to H2D background, and so is DeviceFfn's; through the staging ring
+//     the plan has no dev_load.l and nothing waits for loads.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -334,4 +335,28 @@ TEST_CASE("graph decode under three tiers: the step's bundle loads are an h2d ba
   CHECK(ds.load_wait_ns > 0);
   CHECK(graph_bg <= st->external_wait_ns);
   CHECK(ds.h2d_background_ns >= ds.load_wait_ns);
+
+  // Through the staging ring (the default) the same run's loads leave the RAM tier's buffers
+  // at once: the plan has no dev_load external, the merge waits for the CPU and the device's
+  // download only, and DeviceFfn never waits for loads.
+  REQUIRE(::setenv("KAIROX_DEVICE_PROFILE", SlowProfiles().c_str(), 1) == 0);
+  o.device_staging_bundles = -1;
+  auto staged = kx::test::LoadEngine(Tiny().model, o);
+  const auto staged_logits = kx::test::TeacherForced(*staged, {}, kx::test::RandomTokens(41, 12));
+  ::unsetenv("KAIROX_DEVICE_PROFILE");
+  CHECK(kx::test::AllFinite(staged_logits));
+  const kx::graph::TaskGraph* sg = staged->decode_task_graph();
+  REQUIRE(sg != nullptr);
+  const kx::test::GraphPlan sp = kx::test::ParseGraphPlan(*sg);
+  for (int l = 0; l < 3; ++l) {
+    INFO("layer " << l);
+    const std::string s = std::to_string(l);
+    CHECK_FALSE(kx::test::GraphPlan::Has(*sg, "dev_load." + s));
+    const int merge = sp.Find(*sg, l + 1 < 3 ? "attn_in." + std::to_string(l + 1) : "out");
+    CHECK(sp.preds[merge] ==
+          std::set<int>{sp.Find(*sg, "sffn_done." + s), sp.Find(*sg, "dev_down." + s)});
+  }
+  REQUIRE(staged->device_ffn()->stats().loads > 0);
+  CHECK(staged->device_ffn()->stats().staged_loads > 0);
+  CHECK(staged->device_ffn()->stats().load_wait_ns == 0);
 }
