@@ -269,7 +269,9 @@ TEST_CASE("quantized matvec is exact at the extremes of the int16 range", "[kern
 // K-quants at their integer limits: Q6_K's |sc·q| = 128·32 = 4096 (scales
 // -128, q = -32), the largest product with ±32767 activations any type
 // makes (2 per vpmaddwd lane: < 2^28; the scalar reference sums in int64);
-// the others with every scale, min and quant bit set. Against float64.
+// the others with every scale, min and quant bit set. Activations of random
+// signs, then all of one sign (the largest int32 sums: AVX2 Q4_K sums 256·q·x
+// over 4 products before one shift). Against float64.
 TEST_CASE("K-quant matvec is exact at the extremes of the int16 range", "[kernels][isa]") {
   auto rng = SeededRng(708);
   const int64_t n = 768, rows = 5;
@@ -295,19 +297,24 @@ TEST_CASE("K-quant matvec is exact at the extremes of the int16 range", "[kernel
           std::memcpy(&w[off + d_off], &keep[off + d_off], ty == GgmlType::kQ3_K ? 2 : 4);
         }
       }
-      std::vector<float> x(n);
-      for (int64_t i = 0; i < n; ++i) x[i] = (rng() & 1) ? 3.0f : -3.0f;  // every q = ±32767
-      std::vector<uint8_t> act(k->act_bytes(n));
-      k->quantize_act(x.data(), n, act.data());
-      std::vector<float> y = Poisoned(rows);
-      k->matvec(w.data(), rb, n, rows, act.data(), y.data());
-      CheckGuard(y, rows);
-      for (int64_t r = 0; r < rows; ++r) {
-        double exact = 0;
-        for (int64_t i = 0; i < n; ++i) {
-          exact += WeightAt(ty, w.data() + r * rb, i) * ActAt(ty, act.data(), i);
+      for (float sign : {0.0f, 1.0f, -1.0f}) {  // 0: random signs
+        INFO("sign " << sign);
+        std::vector<float> x(n);
+        for (int64_t i = 0; i < n; ++i) {  // every q = ±32767
+          x[i] = sign != 0.0f ? 3.0f * sign : (rng() & 1) ? 3.0f : -3.0f;
         }
-        REQUIRE(std::fabs(y[r] - exact) <= DotErrorBound(ty, w.data() + r * rb, n, act.data()));
+        std::vector<uint8_t> act(k->act_bytes(n));
+        k->quantize_act(x.data(), n, act.data());
+        std::vector<float> y = Poisoned(rows);
+        k->matvec(w.data(), rb, n, rows, act.data(), y.data());
+        CheckGuard(y, rows);
+        for (int64_t r = 0; r < rows; ++r) {
+          double exact = 0;
+          for (int64_t i = 0; i < n; ++i) {
+            exact += WeightAt(ty, w.data() + r * rb, i) * ActAt(ty, act.data(), i);
+          }
+          REQUIRE(std::fabs(y[r] - exact) <= DotErrorBound(ty, w.data() + r * rb, n, act.data()));
+        }
       }
     }
   }

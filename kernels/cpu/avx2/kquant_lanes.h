@@ -12,6 +12,20 @@
 // d·sc (dmin·m), times d_x, one fma per super-block, the horizontal sum; rows
 // reduced per kChunkSb super-blocks as in the AVX-512 version. Activations
 // are prepared by vector shuffles (pshufb, vpermq, vperm2i128).
+//
+// Without AVX-512 the kernels are bound by the vector ports, not by memory
+// (one core: ~12 GB/s against a ~17 GB/s read rate), so operations are
+// counted per super-block. Q4_K: two of the four nibble positions of a
+// 16-bit word are masked in place instead of shifted down (0x0f00 = 256·q,
+// 0x00f0 = 16·q): their madd sums are 256× / 16× the exact Σ q·x (≤ 2^29)
+// and one arithmetic shift per sum divides exactly — 8 shifts instead of 12,
+// the same int32 lanes. Both: d·sc meets the block's d_x once per
+// super-block (Prep holds d_x in the scales' lane order) and is then
+// permuted, instead of a permute, a broadcast and a multiply per sum; Q4_K's
+// d and dmin come from one half-to-float conversion. The products are the
+// same, so the results are bit-identical to the per-sum form (compared on
+// random and extreme rows when written; tests/kernels/test_kernels_isa.cc
+// checks the limits against the reference). Measured: docs/performance.md.
 #pragma once
 
 #include <immintrin.h>
@@ -77,10 +91,10 @@ struct Q4KLanes {
   static constexpr size_t kQs = Q4KLayout::kQs;
   // Sum k = 2·half + odd covers blocks b0 = 4·half + odd (lanes 0-3) and
   // b0 + 2 (lanes 4-7): q[4k + v] match its weight words v (elements 2w,
-  // 2w+1, 16+2w, 17+2w of the block); dx[k] per lane; s[j] = block j's s.
+  // 2w+1, 16+2w, 17+2w of the block); dx[j] / s[j] = block j's d_x / s.
   struct alignas(32) Prep {
     __m256i q[16];
-    __m256 dx[4];
+    __m256 dx;
     __m256 s;
   };
 
@@ -94,12 +108,10 @@ struct Q4KLanes {
         dst->q[4 * k + 2 * i] = _mm256_permute2x128_si256(e0, e1, 0x20);      // even
         dst->q[4 * k + 2 * i + 1] = _mm256_permute2x128_si256(e0, e1, 0x31);  // odd
       }
-      dst->dx[k] =
-          _mm256_blend_ps(_mm256_broadcast_ss(reinterpret_cast<const float*>(a + b0 * kB)),
-                          _mm256_broadcast_ss(reinterpret_cast<const float*>(a + b1 * kB)), 0xF0);
     }
-    dst->s = _mm256_i32gather_ps(reinterpret_cast<const float*>(a + 4),
-                                 _mm256_setr_epi32(0, 18, 36, 54, 72, 90, 108, 126), 4);
+    const __m256i at = _mm256_setr_epi32(0, 18, 36, 54, 72, 90, 108, 126);  // BlockQ16A floats
+    dst->dx = _mm256_i32gather_ps(reinterpret_cast<const float*>(a), at, 4);
+    dst->s = _mm256_i32gather_ps(reinterpret_cast<const float*>(a + 4), at, 4);
   }
 
   template <bool kVnni, int C>
@@ -113,38 +125,51 @@ struct Q4KLanes {
     constexpr uint32_t k6 = 0x3f3f3f3f, k4 = 0x0f0f0f0f, kTop = 0x30303030;
     const uint64_t sc = (a & k6) | static_cast<uint64_t>((c & k4) | ((a >> 2) & kTop)) << 32;
     const uint64_t m = (b & k6) | static_cast<uint64_t>(((c >> 4) & k4) | ((b >> 2) & kTop)) << 32;
+    // d and dmin in one conversion, each broadcast from its lane.
+    uint32_t dd;
+    std::memcpy(&dd, p, 4);
+    const __m256 dm = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dd))));
     const __m256 fsc = _mm256_mul_ps(
         _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sc)))),
-        _mm256_set1_ps(_cvtsh_ss(LoadU16(p))));
+        _mm256_permutevar8x32_ps(dm, _mm256_setzero_si256()));
     const __m256 fm = _mm256_mul_ps(
         _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(m)))),
-        _mm256_set1_ps(_cvtsh_ss(LoadU16(p + 2))));
-    // Sum k's lanes take sc of block 4·(k/2) + k%2 + 2·(l/4).
+        _mm256_permutevar8x32_ps(dm, _mm256_set1_epi32(1)));
+    // Sum k's lanes take block 4·(k/2) + k%2 + 2·(l/4).
     const __m256i ie = LoadA(kLane.q4_fe), io = LoadA(kLane.q4_fo);
     const __m256i four = _mm256_set1_epi32(4);
-    const __m256 f[4] = {_mm256_permutevar8x32_ps(fsc, ie), _mm256_permutevar8x32_ps(fsc, io),
-                         _mm256_permutevar8x32_ps(fsc, _mm256_add_epi32(ie, four)),
-                         _mm256_permutevar8x32_ps(fsc, _mm256_add_epi32(io, four))};
-    const __m256i low4 = _mm256_set1_epi16(0x0f);
-    __m256i w[16];
-    for (int half = 0; half < 2; ++half) {
-      const __m256i a0 = Load(p + kQs + 64 * half), a1 = Load(p + kQs + 64 * half + 32);
-      const __m256i v[2] = {_mm256_permute2x128_si256(a0, a1, 0x20),   // bytes 0-15 of each 32
-                            _mm256_permute2x128_si256(a0, a1, 0x31)};  // 16-31
-      for (int i = 0; i < 2; ++i) {
-        w[8 * half + 2 * i] = _mm256_and_si256(v[i], low4);
-        w[8 * half + 2 * i + 1] = _mm256_and_si256(_mm256_srli_epi16(v[i], 8), low4);
-        w[8 * half + 4 + 2 * i] = _mm256_and_si256(_mm256_srli_epi16(v[i], 4), low4);
-        w[8 * half + 4 + 2 * i + 1] = _mm256_srli_epi16(v[i], 12);
-      }
-    }
+    const __m256i idx[4] = {ie, io, _mm256_add_epi32(ie, four), _mm256_add_epi32(io, four)};
+    const __m256i m0 = _mm256_set1_epi16(0x000f), m1 = _mm256_set1_epi16(0x00f0);
+    const __m256i m2 = _mm256_set1_epi16(0x0f00);
     for (int col = 0; col < C; ++col) {
       const Prep& xp = *x[col];
+      // (d·sc_j)·d_x(j) per block j: the per-lane product f·dx of one lane order, permuted.
+      const __m256 fdx = _mm256_mul_ps(fsc, xp.dx);
       __m256 r = acc[col];
-      for (int k = 0; k < 4; ++k) {
-        __m256i sum = _mm256_madd_epi16(w[4 * k], xp.q[4 * k]);
-        for (int v = 1; v < 4; ++v) sum = DotW<kVnni>(sum, w[4 * k + v], xp.q[4 * k + v]);
-        r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(f[k], xp.dx[k]), r);
+      for (int half = 0; half < 2; ++half) {
+        const __m256i a0 = Load(p + kQs + 64 * half), a1 = Load(p + kQs + 64 * half + 32);
+        const __m256i v0 = _mm256_permute2x128_si256(a0, a1, 0x20);  // bytes 0-15 of each 32
+        const __m256i v1 = _mm256_permute2x128_si256(a0, a1, 0x31);  // 16-31
+        const __m256i* q = xp.q + 8 * half;
+        // Nibbles masked in place, not shifted down: a word's 0x0f00 nibble is 256·q and
+        // its 0x00f0 nibble 16·q, so those products sum to 256× (16×) the exact Σ q·x
+        // (≤ 4·3840·32767 < 2^31) and one arithmetic shift per sum divides exactly.
+        const __m256i lo = _mm256_add_epi32(
+            _mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(v0, m0), q[0]),
+                             _mm256_madd_epi16(_mm256_and_si256(v1, m0), q[2])),
+            _mm256_srai_epi32(_mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(v0, m2), q[1]),
+                                               _mm256_madd_epi16(_mm256_and_si256(v1, m2), q[3])),
+                              8));
+        r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), _mm256_permutevar8x32_ps(fdx, idx[2 * half]),
+                            r);
+        const __m256i hi = _mm256_add_epi32(
+            _mm256_srai_epi32(_mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(v0, m1), q[4]),
+                                               _mm256_madd_epi16(_mm256_and_si256(v1, m1), q[6])),
+                              4),
+            _mm256_add_epi32(_mm256_madd_epi16(_mm256_srli_epi16(v0, 12), q[5]),
+                             _mm256_madd_epi16(_mm256_srli_epi16(v1, 12), q[7])));
+        r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi),
+                            _mm256_permutevar8x32_ps(fdx, idx[2 * half + 1]), r);
       }
       acc[col] = _mm256_fnmadd_ps(fm, xp.s, r);
     }
@@ -155,11 +180,12 @@ struct Q6KLanes {
   static constexpr GgmlType kType = GgmlType::kQ6_K;
   static constexpr size_t kBlockBytes = Q6KLayout::kBlockBytes;
   // Per block J: q[2J] / q[2J+1] its even / odd elements, neg32[J] = −32·Σx
-  // per lane (elements 4l..4l+3), d[J] its d_x.
+  // per lane (elements 4l..4l+3); dx[h] lane i = d_x of block 4h + i/2 (the
+  // lane order of the scales' F_h).
   struct alignas(32) Prep {
     __m256i q[16];
     __m256i neg32[8];
-    float d[8];
+    __m256 dx[2];
   };
 
   static void Prepare(const uint8_t* a, Prep* dst) {
@@ -173,8 +199,10 @@ struct Q6KLanes {
       dst->q[2 * j] = e;
       dst->q[2 * j + 1] = o;
       dst->neg32[j] = _mm256_add_epi32(_mm256_madd_epi16(e, m32), _mm256_madd_epi16(o, m32));
-      std::memcpy(&dst->d[j], a + j * kB, sizeof(float));
     }
+    const __m256i at = _mm256_setr_epi32(0, 0, 18, 18, 36, 36, 54, 54);  // BlockQ16A floats
+    dst->dx[0] = _mm256_i32gather_ps(reinterpret_cast<const float*>(a), at, 4);
+    dst->dx[1] = _mm256_i32gather_ps(reinterpret_cast<const float*>(a + 4 * kB), at, 4);
   }
 
   template <bool kVnni, int C>
@@ -185,6 +213,12 @@ struct Q6KLanes {
     const __m256 fsc[2] = {
         _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc8)), d),
         _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(sc8, sc8))), d)};
+    // (d·sc)·d_x per 16-element sub-block, once per super-block and column: the products
+    // the per-block f·d_x gave, bit for bit, with one permute per block left.
+    __m256 fdx[C][2];
+    for (int col = 0; col < C; ++col) {
+      for (int h = 0; h < 2; ++h) fdx[col][h] = _mm256_mul_ps(fsc[h], x[col]->dx[h]);
+    }
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     const __m256i hi2 = _mm256_set1_epi8(0x30);
     const __m256i lo2 = _mm256_set1_epi8(0x03);
@@ -202,13 +236,12 @@ struct Q6KLanes {
           const int j = 4 * h + 2 * part + i;
           const __m256i we = _mm256_and_si256(q[part], low8);
           const __m256i wo = _mm256_srli_epi16(q[part], 8);
-          const __m256 f = _mm256_permutevar8x32_ps(fsc[j / 4], LoadA(kLane.q6_f[j % 4]));
           for (int col = 0; col < C; ++col) {
             const Prep& xp = *x[col];
             const __m256i sum =
                 DotW<kVnni>(DotW<kVnni>(xp.neg32[j], we, xp.q[2 * j]), wo, xp.q[2 * j + 1]);
-            acc[col] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum),
-                                       _mm256_mul_ps(f, _mm256_broadcast_ss(&xp.d[j])), acc[col]);
+            const __m256 f = _mm256_permutevar8x32_ps(fdx[col][j / 4], LoadA(kLane.q6_f[j % 4]));
+            acc[col] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), f, acc[col]);
           }
         }
       }
