@@ -360,9 +360,11 @@ struct KLaneEntry : ChunkedPrepEntry<T, KLaneTiles<T, kVnni>, kChunkSb, kKLanePr
   // Matvec: E::Matvec's sums, bit for bit, but each row tile runs a span of many chunks in
   // one pass instead of 16 super-blocks then the next tile. Why: with 16-super-block chunks a
   // long row (FFN down, n = 8960: 35 super-blocks) was read in 2.3-3.4 KiB pieces, four rows
-  // at a time, a chunk's sweep over all rows at a time; read whole, it streams as
-  // gate/up's short rows do (thread CPU time, one thread, from DRAM, load 7-8,
-  // docs/performance.md: 1536x8960 Q4_K 13.2 → 14.1 GB/s, Q6_K 13.5 → 14.0).
+  // at a time, one chunk's sweep over all rows after another; read whole, it streams as
+  // gate/up's short rows do. Measured (thread CPU time, one thread, from DRAM, load 6,
+  // both with the two prefetches; docs/performance.md): 1536x8960 Q4_K 13.1 → 14.2 GB/s,
+  // Q6_K 13.4 → 14.2; with the rows in L2 3-5 % slower (a whole row's activations, 22-29
+  // KiB, share the L1 with the weights), which decode does not see.
   static void Matvec(const void* w, size_t row_bytes, int64_t n, int64_t rows, const void* act,
                      float* y) {
     constexpr size_t kSbActBytes = kActBlocksK * sizeof(BlockQ16A);
