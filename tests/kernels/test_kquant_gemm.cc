@@ -135,6 +135,46 @@ TEST_CASE("matmul on many columns matches the scalar reference", "[kernels][gemm
   }
 }
 
+// AVX-512 Q4_K / Q6_K matvec (avx512/kquant_lanes.h, KLaneEntry::Matvec) runs whole rows,
+// its activations prepared for up to 144 (Q6_K) or 192 (Q4_K) super-blocks at once, where
+// the small matmul (below kGemmMinCols columns) runs 16-super-block chunks: a row's sum must
+// be the same bits, for one chunk, several and a ragged one (n = 8960: FFN down), and more
+// than one prepared span (n = 150 and 200 super-blocks); and within the scalar bound.
+TEST_CASE("K-quant matvec over whole rows gives the chunked small matmul's bits",
+          "[kernels][gemm]") {
+  auto rng = SeededRng(4402);
+  for (Isa isa : {Isa::kAvx512, Isa::kAvx512Vnni}) {
+    const KernelTable* t = cpu::KernelsFor(isa);
+    if (t == nullptr) continue;
+    for (GgmlType ty : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+      const TypeKernels* k = t->For(ty);
+      const TypeKernels* ref_q = cpu::KernelsFor(Isa::kScalar)->For(ty);
+      for (int64_t n : {256 * 5, 8960, 256 * 150, 256 * 200}) {
+        const int64_t rows = 1 + static_cast<int64_t>(rng() % 9);
+        const int64_t ncols = 1 + static_cast<int64_t>(rng() % 3);
+        INFO(IsaName(isa) << " " << TypeName(ty) << " n=" << n << " rows=" << rows
+                          << " cols=" << ncols);
+        const size_t rb = RowBytes(ty, n);
+        const Case cs = MakeCase(k, ty, n, rows, ncols, rng);
+        std::vector<float> ym(static_cast<size_t>(rows * ncols + 16), kPoison);
+        k->matmul(cs.w.data(), rb, n, rows, cs.acts.data(), cs.stride, ncols, ym.data(), rows);
+        for (int64_t c = 0; c < ncols; ++c) {
+          const uint8_t* act = cs.acts.data() + c * cs.stride;
+          std::vector<float> y(static_cast<size_t>(rows + 16), kPoison), y_ref(rows);
+          k->matvec(cs.w.data(), rb, n, rows, act, y.data());
+          ref_q->matvec(cs.w.data(), rb, n, rows, act, y_ref.data());
+          for (size_t i = static_cast<size_t>(rows); i < y.size(); ++i) REQUIRE(y[i] == kPoison);
+          for (int64_t r = 0; r < rows; ++r) {
+            REQUIRE(y[r] == ym[c * rows + r]);
+            const double bound = 2 * DotErrorBound(ty, cs.w.data() + r * rb, n, act);
+            REQUIRE(std::fabs(static_cast<double>(y[r]) - y_ref[r]) <= bound);
+          }
+        }
+      }
+    }
+  }
+}
+
 // A whole panel may take a decoder of its own (avx2/kquant_panel.h: Q4_K), a
 // ragged one the generic decode: one row at a time must give the panel's bits.
 TEST_CASE("matmul's whole-panel decode gives the generic decode's bits", "[kernels][gemm]") {

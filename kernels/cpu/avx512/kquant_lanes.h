@@ -202,11 +202,11 @@ struct Q4KLanes {
 struct Q6KLanes {
   static constexpr GgmlType kType = GgmlType::kQ6_K;
   static constexpr size_t kBlockBytes = Q6KLayout::kBlockBytes;
-  // One tile ahead, not two: FFN down (1536 x 8960) streams 4 rows of a
-  // 16-super-block chunk (13 KiB) per tile, so two tiles put the prefetches
-  // ~27 KiB ahead and they compete with the tile's own lines for the L1
-  // (measured: 1536 x 8960 in DRAM 12.1 → 13.0 GB/s, the LM head unchanged).
-  static constexpr int kPrefetchTiles = 1;
+  // Two tiles ahead towards L2, as Q4_K. (One was better while this prefetch went to L1:
+  // two tiles of FFN down's 16-super-block chunks, ~27 KiB, then competed with the tile's own
+  // lines there. Towards L2, with KLaneTiles' second prefetch one tile ahead into L1, two
+  // tiles are faster: see KLaneTiles.)
+  static constexpr int kPrefetchTiles = 2;
   // Sum s = 2h + part (part 0: elements 128h + 0..63, 1: 128h + 64..127):
   // q[2s] / q[2s+1] match its even / odd words, neg32[s] = −32·Σx per lane
   // (the sum's start); dx: lane k = d_x of sub-block k's 32-element block
@@ -275,9 +275,11 @@ struct Q6KLanes {
   }
 };
 
-// Super-blocks per chunk (see ChunkedPrepEntry in tile_driver.h): rows run
-// 4 KiB (Q6_K) of weights per chunk; matmul prepares up to kKLanePrepBytes of
-// activations per panel of columns (8 columns of a chunk).
+// Super-blocks per chunk (see ChunkedPrepEntry in tile_driver.h): a row's
+// sum is reduced and added to y every kChunkSb super-blocks, in matvec and
+// matmul alike; matmul prepares up to kKLanePrepBytes of activations per panel
+// of columns (8 columns of a chunk) and runs its tiles chunk by chunk, matvec
+// prepares many chunks at once and runs whole rows (KLaneEntry::Matvec).
 inline constexpr int64_t kChunkSb = 16;
 inline constexpr size_t kKLanePrepBytes = 128 * 1024;
 
@@ -289,37 +291,59 @@ struct KLaneTiles {
 #else
   static constexpr int kPrefetchTiles = T::kPrefetchTiles;  // the same offset this many tiles on
 #endif
+  // A second prefetch, one tile ahead, from L2 into L1 (T0): the first (T1, kPrefetchTiles
+  // ahead) brings the lines from memory into L2 only, so without this one every weight line
+  // was still an L1 miss when its tile loaded it, and those misses waited for fill buffers
+  // behind the memory prefetches in flight; the arithmetic, at ~83 % of the memory time,
+  // then stalled. Measured (2026-11-27, one thread, thread CPU time, weights from DRAM in
+  // 2 MiB pages, load 7-8; docs/performance.md): Q4_K 8960x1536 14.1 → 15.2 GB/s, 1536x8960
+  // 12.5 → 13.2, Q6_K 1536x8960 12.4 → 13.3, the LM head 13.4 → 15.3; in L2 unchanged.
+  static constexpr int kL1PrefetchTiles = 1;
   static constexpr int kLine = 64;
 
   template <int R, int C>
   static void Tile(const TileArgs& args, int64_t r0, int64_t c0) {
     const TileArgs t = args;  // a local copy: no reloads through the reference
-    __m512 acc[R][C];
-    for (int r = 0; r < R; ++r)
-      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
     const int64_t nsb = t.n / kQK_K;
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-      const Prep* xp[C];
-      for (int c = 0; c < C; ++c) {
-        xp[c] = reinterpret_cast<const Prep*>(t.prep + (c0 + c) * t.prep_stride) + sb;
-      }
+    // One chunk (matmul) or many (matvec): each reduced and added at its end, so a row's
+    // bits do not depend on how many chunks one call spans.
+    for (int64_t s0 = 0; s0 == 0 || s0 < nsb; s0 += kChunkSb) {
+      const int64_t s1 = std::min(nsb, s0 + kChunkSb);
+      __m512 acc[R][C];
+      for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+      for (int64_t sb = s0; sb < s1; ++sb) Step<R, C>(t, r0, c0, sb, acc);
       for (int r = 0; r < R; ++r) {
-        const uint8_t* p = t.w + (r0 + r) * t.row_bytes + sb * T::kBlockBytes;
-        const char* f = reinterpret_cast<const char*>(p) + kPrefetchTiles * R * t.row_bytes;
-        // Towards L2 (T1), not L1: a T0 prefetch holds one of the few L1 fill buffers for the
-        // whole DRAM latency, which capped one thread below the read bandwidth (2026-11-27,
-        // kairox-bench tg, 1 thread, alternating: Qwen 1.5B 11.3-12.6 → 12.7-12.8 t/s, Gemma 3
-        // 270M +6 %, SmolLM2 +4-8 %).
-        for (size_t o = 0; o < T::kBlockBytes; o += kLine) _mm_prefetch(f + o, _MM_HINT_T1);
-        T::template Dot<kVnni, C>(p, xp, acc[r]);
+        for (int c = 0; c < C; ++c) {
+          float& y = t.y[(c0 + c) * t.ldy + r0 + r];
+          const float v = _mm512_reduce_add_ps(acc[r][c]);
+          y = t.accumulate || s0 > 0 ? y + v : v;
+        }
       }
     }
+  }
+
+  // Super-block sb of the tile's rows into acc.
+  template <int R, int C>
+  [[gnu::always_inline]] static inline void Step(const TileArgs& t, int64_t r0, int64_t c0,
+                                                 int64_t sb, __m512 (&acc)[R][C]) {
+    const Prep* xp[C];
+    for (int c = 0; c < C; ++c) {
+      xp[c] = reinterpret_cast<const Prep*>(t.prep + (c0 + c) * t.prep_stride) + sb;
+    }
     for (int r = 0; r < R; ++r) {
-      for (int c = 0; c < C; ++c) {
-        float& y = t.y[(c0 + c) * t.ldy + r0 + r];
-        const float v = _mm512_reduce_add_ps(acc[r][c]);
-        y = t.accumulate ? y + v : v;
+      const uint8_t* p = t.w + (r0 + r) * t.row_bytes + sb * T::kBlockBytes;
+      const char* f = reinterpret_cast<const char*>(p) + kPrefetchTiles * R * t.row_bytes;
+      const char* g = reinterpret_cast<const char*>(p) + kL1PrefetchTiles * R * t.row_bytes;
+      // Far towards L2 (T1), not L1: a T0 prefetch from memory holds one of the few L1 fill
+      // buffers for the whole DRAM latency, which capped one thread below the read bandwidth
+      // (2026-11-27, kairox-bench tg, 1 thread, alternating: Qwen 1.5B 11.3-12.6 → 12.7-12.8
+      // t/s, Gemma 3 270M +6 %, SmolLM2 +4-8 %); near (g) from L2 into L1, a short wait.
+      for (size_t o = 0; o < T::kBlockBytes; o += kLine) {
+        _mm_prefetch(f + o, _MM_HINT_T1);
+        _mm_prefetch(g + o, _MM_HINT_T0);
       }
+      T::template Dot<kVnni, C>(p, xp, acc[r]);
     }
   }
 };
@@ -327,8 +351,40 @@ struct KLaneTiles {
 template <class T, bool kVnni>
 struct KLaneEntry : ChunkedPrepEntry<T, KLaneTiles<T, kVnni>, kChunkSb, kKLanePrepBytes, 4, 4, 4> {
   using E = ChunkedPrepEntry<T, KLaneTiles<T, kVnni>, kChunkSb, kKLanePrepBytes, 4, 4, 4>;
+  using Prep = typename T::Prep;
+  // Whole chunks of prepared activations that fit the scratch (Q6_K: 144 super-blocks,
+  // n = 36864; Q4_K: 192).
+  static constexpr int64_t kSpanSb = kKLanePrepBytes / sizeof(Prep) / kChunkSb * kChunkSb;
+  static_assert(kSpanSb >= kChunkSb);
+
+  // Matvec: E::Matvec's sums, bit for bit, but each row tile runs a span of many chunks in
+  // one pass instead of 16 super-blocks then the next tile. Why: with 16-super-block chunks a
+  // long row (FFN down, n = 8960: 35 super-blocks) was read in 2.3-3.4 KiB pieces, four rows
+  // at a time, one chunk's sweep over all rows after another; read whole, it streams as
+  // gate/up's short rows do. Measured (thread CPU time, one thread, from DRAM, load 6,
+  // both with the two prefetches; docs/performance.md): 1536x8960 Q4_K 13.1 → 14.2 GB/s,
+  // Q6_K 13.4 → 14.2; with the rows in L2 3-5 % slower (a whole row's activations, 22-29
+  // KiB, share the L1 with the weights), which decode does not see.
+  static void Matvec(const void* w, size_t row_bytes, int64_t n, int64_t rows, const void* act,
+                     float* y) {
+    constexpr size_t kSbActBytes = kActBlocksK * sizeof(BlockQ16A);
+    const auto* wp = static_cast<const uint8_t*>(w);
+    const auto* ap = static_cast<const uint8_t*>(act);
+    const int64_t nsb = n / kQK_K;
+    alignas(64) uint8_t scratch[kKLanePrepBytes];
+    auto* prep = reinterpret_cast<Prep*>(scratch);
+    for (int64_t s0 = 0; s0 == 0 || s0 < nsb; s0 += kSpanSb) {  // n = 0: y = 0
+      const int64_t ns = std::min(nsb - s0, kSpanSb);
+      for (int64_t s = 0; s < ns; ++s) T::Prepare(ap + (s0 + s) * kSbActBytes, prep + s);
+      TileArgs t{wp + s0 * T::kBlockBytes, row_bytes, ns * kQK_K, ap + s0 * kSbActBytes, 0, y, 0};
+      t.prep = scratch;
+      t.accumulate = s0 > 0;
+      TileDriver<KLaneTiles<T, kVnni>, 4, 1>::Run(t, rows, 1);
+    }
+  }
+
   static constexpr TypeKernels Make(void (*dequantize)(const void*, float*, int64_t)) {
-    return {T::kType, &Q16AActBytes, &QuantizeQ16AVec, &E::Matvec, &E::Matmul, dequantize};
+    return {T::kType, &Q16AActBytes, &QuantizeQ16AVec, &Matvec, &E::Matmul, dequantize};
   }
 };
 
