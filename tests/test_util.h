@@ -1,6 +1,9 @@
 // Helpers shared by the test programs.
 #pragma once
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -32,6 +35,17 @@ inline constexpr int kSkipExitCode = 77;
 [[noreturn]] inline void Skip(const std::string& why) {
   std::fprintf(stderr, "SKIPPED: %s\n", why.c_str());
   std::exit(kSkipExitCode);
+}
+
+// This test process's own directory for `name`: $TMPDIR (or /tmp) + /kx_test_<name>_<pid>,
+// made on first use and left for the OS to clean. Files written under it by one test case
+// are there for the next (a model prepared once per program).
+inline std::string TempDir(const std::string& name) {
+  const char* base = std::getenv("TMPDIR");
+  const std::string dir = std::string(base != nullptr && *base != '\0' ? base : "/tmp") +
+                          "/kx_test_" + name + "_" + std::to_string(::getpid());
+  ::mkdir(dir.c_str(), 0755);  // EEXIST after the first call
+  return dir;
 }
 
 inline std::string EnvOr(const char* name, const std::string& fallback) {

@@ -35,14 +35,7 @@ namespace {
 
 using Executor = kx::EngineOptions::Executor;
 
-std::string TempDir() {
-  static const std::string dir = [] {
-    std::string d = "/tmp/kx_test_decode_graph_" + std::to_string(::getpid());
-    ::mkdir(d.c_str(), 0755);
-    return d;
-  }();
-  return dir;
-}
+std::string TempDir() { return kx::test::TempDir("decode_graph"); }
 
 kx::test::TinyModelSpec Spec(const std::string& arch) {
   if (arch == "gemma3") {

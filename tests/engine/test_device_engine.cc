@@ -26,14 +26,7 @@
 
 namespace {
 
-std::string TempDir() {
-  static const std::string dir = [] {
-    std::string d = "/tmp/kx_test_device_engine_" + std::to_string(::getpid());
-    ::mkdir(d.c_str(), 0755);
-    return d;
-  }();
-  return dir;
-}
+std::string TempDir() { return kx::test::TempDir("device_engine"); }
 
 kx::test::TinyModelSpec Spec(const std::string& arch) {
   if (arch == "gemma3") {

@@ -41,14 +41,7 @@ namespace {
 
 using Tag = kx::DecodeGraphStats::Tag;
 
-std::string TempDir() {
-  static const std::string dir = [] {
-    std::string d = "/tmp/kx_test_device_graph_" + std::to_string(::getpid());
-    ::mkdir(d.c_str(), 0755);
-    return d;
-  }();
-  return dir;
-}
+std::string TempDir() { return kx::test::TempDir("device_graph"); }
 
 struct Prepared {
   std::string model, sidecar;
@@ -60,19 +53,9 @@ const Prepared& Tiny() {
     Prepared r;
     r.model = TempDir() + "/dgraph.gguf";
     r.sidecar = TempDir() + "/dgraph.kairox.gguf";
-    kx::test::TinyModelSpec s;
-    s.n_layer = 3;
-    s.n_embd = 64;
-    s.n_ff = 512;
-    s.seed = 197;
-    s.ffn_act = "fatrelu";  // t = 1.2: most gates below it, so most groups idle in a step
-    s.ffn_act_threshold = 1.2f;
-    kx::test::TinySidecarOptions o;
-    o.group_size = 4;
-    o.calibration_tokens = 600;
-    o.max_new_tokens = 32;
-    o.epochs = 2;
-    const absl::Status st = kx::test::WriteTinyModelWithSidecar(s, r.model, r.sidecar, o);
+    const absl::Status st =
+        kx::test::WriteTinyModelWithSidecar(kx::test::SparseFatReluSpec(197), r.model, r.sidecar,
+                                            kx::test::SparseFatReluSidecar(/*brief=*/true));
     INFO(st.message());
     REQUIRE(st.ok());
     return r;
@@ -148,6 +131,21 @@ void CheckFfnTagsAddUp(const kx::DeviceFfnStats& st) {
   CHECK(st.cpu_ns + st.gpu_ns + st.h2d_critical_ns + st.h2d_background_ns + st.disk_ns +
             st.other_ns ==
         st.cpu_ns + st.device_wait_ns + st.load_wait_ns + st.disk_ns);
+}
+
+// The three-tier run of "graph decode under three tiers": lru at 50 % of the FFN on the
+// device, 50 % of the bundles in RAM, copies of 2 ms, `staging_bundles` in the pinned ring
+// (0: off, -1: the default); 12 teacher-forced tokens, finite logits. The engine after it.
+std::unique_ptr<kx::Engine> RunThreeTiers(int staging_bundles) {
+  REQUIRE(::setenv("KAIROX_DEVICE_PROFILE", SlowProfiles().c_str(), 1) == 0);
+  kx::EngineOptions o = SimOptions("50%", "lru", true);
+  o.ram_budget = "50%";
+  o.device_staging_bundles = staging_bundles;
+  auto e = kx::test::LoadEngine(Tiny().model, o);
+  const auto logits = kx::test::TeacherForced(*e, {}, kx::test::RandomTokens(41, 12));
+  ::unsetenv("KAIROX_DEVICE_PROFILE");
+  CHECK(kx::test::AllFinite(logits));
+  return e;
 }
 
 }  // namespace
@@ -286,17 +284,10 @@ TEST_CASE("graph decode with the split FFN: slow copies stall on H2D, early sign
 TEST_CASE("graph decode under three tiers: the step's bundle loads are an h2d background external",
           "[device_graph]") {
   // lru under a 50 % RAM budget: the device's loads copy from the RAM tier's buffers after the
-  // step's download, 2 ms each, so the merge waits for them past the download.
-  REQUIRE(::setenv("KAIROX_DEVICE_PROFILE", SlowProfiles().c_str(), 1) == 0);
-  kx::EngineOptions o = SimOptions("50%", "lru", true);
-  o.ram_budget = "50%";
-  // Loads straight from the RAM tier's buffers: through the pinned staging ring (the default)
-  // they are copied out at once and the step has no load to wait for (test_device_ffn.cc).
-  o.device_staging_bundles = 0;
-  auto e = kx::test::LoadEngine(Tiny().model, o);
-  const auto got = kx::test::TeacherForced(*e, {}, kx::test::RandomTokens(41, 12));
-  ::unsetenv("KAIROX_DEVICE_PROFILE");
-  CHECK(kx::test::AllFinite(got));
+  // step's download, 2 ms each, so the merge waits for them past the download. Loads straight
+  // from the RAM tier's buffers: through the pinned staging ring (the default) they are copied
+  // out at once and the step has no load to wait for (test_device_ffn.cc).
+  auto e = RunThreeTiers(/*staging_bundles=*/0);
   const kx::graph::TaskGraph* g = e->decode_task_graph();
   REQUIRE(g != nullptr);
   const kx::test::GraphPlan p = kx::test::ParseGraphPlan(*g);
@@ -339,12 +330,7 @@ TEST_CASE("graph decode under three tiers: the step's bundle loads are an h2d ba
   // Through the staging ring (the default) the same run's loads leave the RAM tier's buffers
   // at once: the plan has no dev_load external, the merge waits for the CPU and the device's
   // download only, and DeviceFfn never waits for loads.
-  REQUIRE(::setenv("KAIROX_DEVICE_PROFILE", SlowProfiles().c_str(), 1) == 0);
-  o.device_staging_bundles = -1;
-  auto staged = kx::test::LoadEngine(Tiny().model, o);
-  const auto staged_logits = kx::test::TeacherForced(*staged, {}, kx::test::RandomTokens(41, 12));
-  ::unsetenv("KAIROX_DEVICE_PROFILE");
-  CHECK(kx::test::AllFinite(staged_logits));
+  auto staged = RunThreeTiers(/*staging_bundles=*/-1);
   const kx::graph::TaskGraph* sg = staged->decode_task_graph();
   REQUIRE(sg != nullptr);
   const kx::test::GraphPlan sp = kx::test::ParseGraphPlan(*sg);

@@ -42,14 +42,7 @@ namespace {
 
 using Tag = kx::DecodeGraphStats::Tag;
 
-std::string TempDir() {
-  static const std::string dir = [] {
-    std::string d = "/tmp/kx_test_device_layers_graph_" + std::to_string(::getpid());
-    ::mkdir(d.c_str(), 0755);
-    return d;
-  }();
-  return dir;
-}
+std::string TempDir() { return kx::test::TempDir("device_layers_graph"); }
 
 // 3 layers. "llama": Q4_1 matrices, a Q8_0 tied head; "gemma3": QK-norm, post norms, two
 // sliding-window layers; "llama-f32head": an F32 tied head, larger than a layer's attention
@@ -78,26 +71,15 @@ struct Prepared {
   std::string model, sidecar;
 };
 
-// The split FFN's model (test_device_graph.cc's recipe, another seed): 3 layers, FATReLU, a
-// rows sidecar of 128 groups of 4.
+// The split FFN's model (tiny_sidecar.h): 3 layers, FATReLU, a rows sidecar of 128 groups of 4.
 const Prepared& SparseModel() {
   static const Prepared p = [] {
     Prepared r;
     r.model = TempDir() + "/sparse.gguf";
     r.sidecar = TempDir() + "/sparse.kairox.gguf";
-    kx::test::TinyModelSpec s;
-    s.n_layer = 3;
-    s.n_embd = 64;
-    s.n_ff = 512;
-    s.seed = 304;
-    s.ffn_act = "fatrelu";
-    s.ffn_act_threshold = 1.2f;
-    kx::test::TinySidecarOptions o;
-    o.group_size = 4;
-    o.calibration_tokens = 600;
-    o.max_new_tokens = 32;
-    o.epochs = 2;
-    const absl::Status st = kx::test::WriteTinyModelWithSidecar(s, r.model, r.sidecar, o);
+    const absl::Status st =
+        kx::test::WriteTinyModelWithSidecar(kx::test::SparseFatReluSpec(304), r.model, r.sidecar,
+                                            kx::test::SparseFatReluSidecar(/*brief=*/true));
     INFO(st.message());
     REQUIRE(st.ok());
     return r;

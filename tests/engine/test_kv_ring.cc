@@ -31,8 +31,7 @@ constexpr int kCtx = 64;
 
 const std::string& TinyGemma() {
   static const std::string path = [] {
-    const std::string dir = "/tmp/kx_test_kv_ring_" + std::to_string(::getpid());
-    ::mkdir(dir.c_str(), 0755);
+    const std::string dir = kx::test::TempDir("kv_ring");
     kx::test::TinyModelSpec s = kx::test::ArchGoldenSpec("gemma3");
     s.n_layer = 6;  // layers 0-4 local, layer 5 global (every sixth)
     s.n_ff = 256;

@@ -33,4 +33,26 @@ absl::Status WriteTinyModelWithSidecar(const TinyModelSpec& spec, const std::str
   return PrepareTinySidecar(model_path, sidecar_path, options);
 }
 
+TinyModelSpec SparseFatReluSpec(uint64_t seed) {
+  TinyModelSpec s;
+  s.n_layer = 3;
+  s.n_embd = 64;
+  s.n_ff = 512;
+  s.seed = seed;
+  s.ffn_act = "fatrelu";
+  s.ffn_act_threshold = 1.2f;
+  return s;
+}
+
+TinySidecarOptions SparseFatReluSidecar(bool brief) {
+  TinySidecarOptions o;
+  o.group_size = 4;
+  if (brief) {
+    o.calibration_tokens = 600;
+    o.max_new_tokens = 32;
+    o.epochs = 2;
+  }
+  return o;
+}
+
 }  // namespace kx::test

@@ -40,4 +40,14 @@ absl::Status WriteTinyModelWithSidecar(const TinyModelSpec& spec, const std::str
                                        const std::string& sidecar_path,
                                        const TinySidecarOptions& options);
 
+// The split FFN's test model, which its tests (device FFN, decode graph, device layers,
+// simulator against the engine) share and vary only by seed: 3 layers, n_embd 64, n_ff 512,
+// FATReLU with t = 1.2 (most gates below it, so most groups are idle in a step and the
+// policies have something to move). Its sidecar: rows, 128 groups of 4; `brief`: a shorter
+// calibration (600 tokens, 2 epochs; about a second less). The two give other predictors, so
+// which groups move (and whether any do) depends on it: each test keeps the one its
+// expectations were written for.
+TinyModelSpec SparseFatReluSpec(uint64_t seed);
+TinySidecarOptions SparseFatReluSidecar(bool brief);
+
 }  // namespace kx::test

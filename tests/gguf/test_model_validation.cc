@@ -17,17 +17,11 @@
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
 #include "model/model.h"
+#include "test_util.h"
 
 namespace {
 
-std::string TempDir() {
-  static const std::string dir = [] {
-    std::string d = "/tmp/kx_test_model_validation_" + std::to_string(::getpid());
-    ::mkdir(d.c_str(), 0755);
-    return d;
-  }();
-  return dir;
-}
+std::string TempDir() { return kx::test::TempDir("model_validation"); }
 
 const std::string& TinyPath() {
   static const std::string path = [] {

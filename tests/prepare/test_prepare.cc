@@ -28,14 +28,7 @@ namespace {
 
 using kx::test::TinyModelSpec;
 
-std::string TempDir() {
-  static const std::string dir = [] {
-    std::string d = "/tmp/kx_test_prepare_" + std::to_string(::getpid());
-    ::mkdir(d.c_str(), 0755);
-    return d;
-  }();
-  return dir;
-}
+std::string TempDir() { return kx::test::TempDir("prepare"); }
 
 TinyModelSpec Spec() {
   TinyModelSpec s;

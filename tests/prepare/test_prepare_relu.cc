@@ -31,14 +31,7 @@ using kx::test::TinyModelSpec;
 // so it cuts about half of the neurons ReLU would keep.
 constexpr float kFatReluT = 0.5f;
 
-std::string TempDir() {
-  static const std::string dir = [] {
-    std::string d = "/tmp/kx_test_prepare_relu_" + std::to_string(::getpid());
-    ::mkdir(d.c_str(), 0755);
-    return d;
-  }();
-  return dir;
-}
+std::string TempDir() { return kx::test::TempDir("prepare_relu"); }
 
 // test_prepare.cc's shapes, with the FFN activation `act` ("" = SiLU).
 TinyModelSpec Spec(const std::string& act, float t = kFatReluT) {

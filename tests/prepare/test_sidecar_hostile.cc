@@ -19,19 +19,13 @@
 #include "model/model.h"
 #include "sparse/bundle.h"
 #include "sparse/sidecar.h"
+#include "test_util.h"
 
 namespace {
 
 using kx::sparse::SidecarData;
 
-std::string TempDir() {
-  static const std::string dir = [] {
-    std::string d = "/tmp/kx_test_sidecar_hostile_" + std::to_string(::getpid());
-    ::mkdir(d.c_str(), 0755);
-    return d;
-  }();
-  return dir;
-}
+std::string TempDir() { return kx::test::TempDir("sidecar_hostile"); }
 
 const kx::Model& TinyModel() {
   static const std::shared_ptr<const kx::Model> model = [] {

@@ -31,8 +31,7 @@ namespace {
 
 std::string TempDir() {
   static const std::string dir = [] {
-    std::string d = "/tmp/kx_test_sidecar_verify_" + std::to_string(::getpid());
-    ::mkdir(d.c_str(), 0755);
+    const std::string d = kx::test::TempDir("sidecar_verify");
     // The verified-sidecar cache and the sha256 cache live here, not in ~.
     ::setenv("KAIROX_CACHE_DIR", (d + "/cache").c_str(), 1);
     return d;

@@ -41,41 +41,31 @@
 namespace {
 
 constexpr int kTokens = 32;
+// The shape of kx::test::SparseFatReluSpec and its sidecar (checked where the model is made).
 constexpr int kLayers = 3;
 constexpr int kGroups = 128;  // n_ff 512 in groups of 4
 constexpr int kGroupSize = 4;
 constexpr int kEmbd = 64;
 
-std::string TempDir() {
-  static const std::string dir = [] {
-    std::string d = "/tmp/kx_test_sim_engine_" + std::to_string(::getpid());
-    ::mkdir(d.c_str(), 0755);
-    return d;
-  }();
-  return dir;
-}
+std::string TempDir() { return kx::test::TempDir("sim_engine"); }
 
 struct Prepared {
   std::string model, sidecar;
 };
 
-// tests/tier/test_device_ffn.cc's recipe: a FATReLU model (t = 1.2: most gates below it)
-// with a rows sidecar of 128 groups of 4, so most groups are idle in a step and the online
+// The split FFN's model (tiny_sidecar.h): most groups are idle in a step, so the online
 // policies move groups every token.
 const Prepared& Sparse() {
   static const Prepared p = [] {
     Prepared r;
     r.model = TempDir() + "/fatrelu.gguf";
     r.sidecar = TempDir() + "/fatrelu.kairox.gguf";
-    kx::test::TinyModelSpec s;
-    s.n_layer = kLayers;
-    s.n_embd = kEmbd;
-    s.n_ff = kGroups * kGroupSize;
-    s.seed = 98;
-    s.ffn_act = "fatrelu";
-    s.ffn_act_threshold = 1.2f;
-    kx::test::TinySidecarOptions o;
-    o.group_size = kGroupSize;
+    const kx::test::TinyModelSpec s = kx::test::SparseFatReluSpec(98);
+    const kx::test::TinySidecarOptions o = kx::test::SparseFatReluSidecar(/*brief=*/false);
+    REQUIRE(s.n_layer == kLayers);
+    REQUIRE(s.n_embd == kEmbd);
+    REQUIRE(s.n_ff == kGroups * kGroupSize);
+    REQUIRE(o.group_size == kGroupSize);
     const absl::Status st = kx::test::WriteTinyModelWithSidecar(s, r.model, r.sidecar, o);
     INFO(st.message());
     REQUIRE(st.ok());

@@ -28,14 +28,7 @@ namespace {
 constexpr int kPromptTokens = 8;
 constexpr int kDecodeTokens = 192;
 
-std::string TempDir() {
-  static const std::string dir = [] {
-    std::string d = "/tmp/kx_test_synth_" + std::to_string(::getpid());
-    ::mkdir(d.c_str(), 0755);
-    return d;
-  }();
-  return dir;
-}
+std::string TempDir() { return kx::test::TempDir("synth"); }
 
 kx::synth::SynthSpec TinySpec(uint64_t seed) {
   kx::synth::SynthSpec s;

@@ -36,14 +36,7 @@
 
 namespace {
 
-std::string TempDir() {
-  static const std::string dir = [] {
-    std::string d = "/tmp/kx_test_device_ffn_" + std::to_string(::getpid());
-    ::mkdir(d.c_str(), 0755);
-    return d;
-  }();
-  return dir;
-}
+std::string TempDir() { return kx::test::TempDir("device_ffn"); }
 
 struct Prepared {
   std::string model, rows, blocks;
@@ -56,16 +49,9 @@ const Prepared& Sparse() {
     Prepared r;
     r.model = TempDir() + "/dffn-fatrelu.gguf";
     r.rows = TempDir() + "/dffn-fatrelu.kairox.gguf";
-    kx::test::TinyModelSpec s;
-    s.n_layer = 3;
-    s.n_embd = 64;
-    s.n_ff = 512;
-    s.seed = 98;
-    s.ffn_act = "fatrelu";
-    s.ffn_act_threshold = 1.2f;
-    kx::test::TinySidecarOptions o;
-    o.group_size = 4;
-    const absl::Status st = kx::test::WriteTinyModelWithSidecar(s, r.model, r.rows, o);
+    const absl::Status st =
+        kx::test::WriteTinyModelWithSidecar(kx::test::SparseFatReluSpec(98), r.model, r.rows,
+                                            kx::test::SparseFatReluSidecar(/*brief=*/false));
     INFO(st.message());
     REQUIRE(st.ok());
     return r;

@@ -25,14 +25,7 @@
 
 namespace {
 
-std::string TempDir() {
-  static const std::string dir = [] {
-    std::string d = "/tmp/kx_test_dual_threshold_" + std::to_string(::getpid());
-    ::mkdir(d.c_str(), 0755);
-    return d;
-  }();
-  return dir;
-}
+std::string TempDir() { return kx::test::TempDir("dual_threshold"); }
 
 struct Prepared {
   std::string model, sidecar;

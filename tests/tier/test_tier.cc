@@ -27,14 +27,7 @@
 
 namespace {
 
-std::string TempDir() {
-  static const std::string dir = [] {
-    std::string d = "/tmp/kx_test_tier_" + std::to_string(::getpid());
-    ::mkdir(d.c_str(), 0755);
-    return d;
-  }();
-  return dir;
-}
+std::string TempDir() { return kx::test::TempDir("tier"); }
 
 struct Prepared {
   std::string model, sidecar;
