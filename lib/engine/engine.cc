@@ -519,12 +519,14 @@ absl::Status Engine::Eval(std::span<const int32_t> tokens, bool all_logits) {
         float* row = want ? dst + static_cast<size_t>(i - first_logit) * vocab : nullptr;
         m.ForwardBatch(tokens.data() + start + i, 1, want ? 0 : 1, row);
         m.n_past += 1;
-        if (want && !m.aborted && FirstBadLogitRow(m, row, 1, m.xn.data()) >= 0) {
+        if (m.aborted) break;
+        // A device fault before the logits, as below: they may show it.
+        if (absl::Status st = DeviceStatus(m); !st.ok()) return st;
+        if (want && FirstBadLogitRow(m, row, 1, m.xn.data()) >= 0) {
           return NonFiniteLogitsError(n_past_before + start + i);
         }
       }
       if (m.aborted) break;
-      if (absl::Status st = DeviceStatus(m); !st.ok()) return st;
       if (absl::Status st = m.sparse->status(); !st.ok()) {
         return absl::DataLossError(
             absl::StrCat("reading FFN bundles: ", std::string(st.message())));

@@ -404,7 +404,8 @@ TEST_CASE("graph decode with device layers: a device fault reaches Eval's status
        {Case{"second token, layer 1", false, "", -1, 5, 1, "attention_decode: dst"},
         Case{"first token, the head", false, "", -1, 3, 0, "matvec: y"},
         Case{"split FFN, third token, layer 0", true, "", 1, 4, 2, "attention_decode: dst"},
-        Case{"three tiers, second token, the head", true, "50%", 1, 3, 1, "matvec: y"}}) {
+        Case{"three tiers, second token, the head", true, "50%", 1, 3, 1, "matvec: y"},
+        Case{"three tiers, first token, the head", true, "50%", 1, 1, 0, "matvec: y"}}) {
     for (bool on_graph : {true, false}) {
       DYNAMIC_SECTION(c.what << (on_graph ? " (graph)" : " (pool)")) {
         kx::EngineOptions o = Options(2, c.ngl);
