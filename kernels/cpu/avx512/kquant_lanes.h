@@ -143,34 +143,36 @@ struct Q4KLanes {
     dst->s = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xAAAA, LoadI(kLane.q4_s), a, 1);
   }
 
-  // acc[c] += this super-block's dot product with column c's Prep (spread
-  // over lanes).
-  template <bool kVnni, int C>
-  [[gnu::always_inline]] static inline void Dot(const uint8_t* p, const Prep* const (&x)[C],
-                                                __m512 (&acc)[C]) {
+  // This super-block's q as int16 words, in the order the Prep matches.
+  [[gnu::always_inline]] static inline void Words(const uint8_t* p, __m512i (&w)[8]) {
     const __m512i va = _mm512_loadu_si512(p + kQs);
     const __m512i vb = _mm512_loadu_si512(p + kQs + 64);
     const __m512i v0 = _mm512_shuffle_i64x2(va, vb, _MM_SHUFFLE(2, 0, 2, 0));
     const __m512i v1 = _mm512_shuffle_i64x2(va, vb, _MM_SHUFFLE(3, 1, 3, 1));
     const __m512i low4 = _mm512_set1_epi16(0x0f);
-    const __m512i w[8] = {
-        _mm512_and_si512(v0, low4),                        // block 2c, elements 4i, 4i+2
-        _mm512_and_si512(_mm512_srli_epi16(v0, 8), low4),  // 4i+1, 4i+3
-        _mm512_and_si512(v1, low4),                        // 16 + the same
-        _mm512_and_si512(_mm512_srli_epi16(v1, 8), low4),
-        _mm512_and_si512(_mm512_srli_epi16(v0, 4), low4),  // block 2c+1
-        _mm512_srli_epi16(v0, 12),
-        _mm512_and_si512(_mm512_srli_epi16(v1, 4), low4),
-        _mm512_srli_epi16(v1, 12),
-    };
-    DotWords<kVnni, C>(p, w, x, acc);
+    w[0] = _mm512_and_si512(v0, low4);                        // block 2c, elements 4i, 4i+2
+    w[1] = _mm512_and_si512(_mm512_srli_epi16(v0, 8), low4);  // 4i+1, 4i+3
+    w[2] = _mm512_and_si512(v1, low4);                        // 16 + the same
+    w[3] = _mm512_and_si512(_mm512_srli_epi16(v1, 8), low4);
+    w[4] = _mm512_and_si512(_mm512_srli_epi16(v0, 4), low4);  // block 2c+1
+    w[5] = _mm512_srli_epi16(v0, 12);
+    w[6] = _mm512_and_si512(_mm512_srli_epi16(v1, 4), low4);
+    w[7] = _mm512_srli_epi16(v1, 12);
   }
 
-  // The sums of the weight words w (Dot's order) with each column, scaled: the part Q5_K
-  // shares (its header is Q4_K's, its q are Q4_K's nibbles with a fifth bit).
+  // acc[c] += this super-block's dot product with column c's Prep (spread
+  // over lanes).
   template <bool kVnni, int C>
-  [[gnu::always_inline]] static inline void DotWords(const uint8_t* p, const __m512i (&w)[8],
-                                                     const Prep* const (&x)[C], __m512 (&acc)[C]) {
+  [[gnu::always_inline]] static inline void Dot(const uint8_t* p, const Prep* const (&x)[C],
+                                                __m512 (&acc)[C]) {
+    DotWith<Q4KLanes, kVnni, C>(p, x, acc);
+  }
+
+  // Dot with T's words (T::Words): the part Q5_K shares (its header is Q4_K's, its q are
+  // Q4_K's nibbles with a fifth bit).
+  template <class T, bool kVnni, int C>
+  [[gnu::always_inline]] static inline void DotWith(const uint8_t* p, const Prep* const (&x)[C],
+                                                    __m512 (&acc)[C]) {
     // F: lanes 2j = d·sc_j, 2j+1 = dmin·m_j (kq::ScaleMin6's bit layout,
     // four sub-blocks per 32-bit word).
     const uint8_t* s = p + 4;
@@ -184,6 +186,9 @@ struct Q4KLanes {
     const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(scm)), dd);
     const __m512 fe = _mm512_permutexvar_ps(LoadI(kLane.q4_fe), f);
     const __m512 fo = _mm512_permutexvar_ps(LoadI(kLane.q4_fo), f);
+
+    __m512i w[8];
+    T::Words(p, w);
     for (int col = 0; col < C; ++col) {
       const Prep& xp = *x[col];
       __m512i se, so;
@@ -220,17 +225,15 @@ inline __m512i Q5Rotate(__m512i h, int odd) {
 // element order are Q4_K's), with 5-bit q words: per 64 nibble bytes v, a vpternlog puts the
 // fifth bit above each nibble (byte-wise select: bits 0-3 from v, 4-7 from the rotated qh,
 // of which bit 4 is the wanted one), one AND with 0x1f per word clears the rest. Exactness:
-// int32 lanes sum 8 products |q·x| ≤ 31·32767 (< 2^23), their sum < 2^24: exact, and exact
-// as a float, as Q4_K's.
+// an int32 lane sums 8 products |q·x| ≤ 31·32767, so |sum| < 2^23: exact, and exact as a
+// float, as Q4_K's.
 struct Q5KLanes : Q4KLanes {
   static constexpr GgmlType kType = GgmlType::kQ5_K;
   static constexpr size_t kBlockBytes = Q5KLayout::kBlockBytes;
   static constexpr size_t kQs = Q5KLayout::kQs;
   static constexpr size_t kQh = Q5KLayout::kQh;
 
-  template <bool kVnni, int C>
-  [[gnu::always_inline]] static inline void Dot(const uint8_t* p, const Prep* const (&x)[C],
-                                                __m512 (&acc)[C]) {
+  [[gnu::always_inline]] static inline void Words(const uint8_t* p, __m512i (&w)[8]) {
     const __m512i va = _mm512_loadu_si512(p + kQs);
     const __m512i vb = _mm512_loadu_si512(p + kQs + 64);
     const __m512i v[2] = {_mm512_shuffle_i64x2(va, vb, _MM_SHUFFLE(2, 0, 2, 0)),
@@ -238,19 +241,23 @@ struct Q5KLanes : Q4KLanes {
     const __m512i low4 = _mm512_set1_epi8(0x0f);
     const __m512i low5 = _mm512_set1_epi16(0x1f);
     constexpr int kSelect = 0xCA;  // a ? b : c, bitwise
-    __m512i w[8];
     for (int i = 0; i < 2; ++i) {  // v0: elements 0..15 of each block, v1: 16..31
       const __m512i h = _mm512_broadcast_i32x4(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kQh + 16 * i)));
       const __m512i qe = _mm512_ternarylogic_epi32(low4, v[i], Q5Rotate(h, 0), kSelect);
       const __m512i qo =
           _mm512_ternarylogic_epi32(low4, _mm512_srli_epi16(v[i], 4), Q5Rotate(h, 1), kSelect);
-      w[2 * i] = _mm512_and_si512(qe, low5);  // Q4KLanes::Dot's word order
+      w[2 * i] = _mm512_and_si512(qe, low5);  // Q4KLanes::Words' order
       w[2 * i + 1] = _mm512_and_si512(_mm512_srli_epi16(qe, 8), low5);
       w[4 + 2 * i] = _mm512_and_si512(qo, low5);
       w[5 + 2 * i] = _mm512_and_si512(_mm512_srli_epi16(qo, 8), low5);
     }
-    DotWords<kVnni, C>(p, w, x, acc);
+  }
+
+  template <bool kVnni, int C>
+  [[gnu::always_inline]] static inline void Dot(const uint8_t* p, const Prep* const (&x)[C],
+                                                __m512 (&acc)[C]) {
+    DotWith<Q5KLanes, kVnni, C>(p, x, acc);
   }
 };
 
