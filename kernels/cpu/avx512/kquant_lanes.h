@@ -415,7 +415,7 @@ struct KLaneEntry : ChunkedPrepEntry<T, KLaneTiles<T, kVnni>, kChunkSb, kKLanePr
   using E = ChunkedPrepEntry<T, KLaneTiles<T, kVnni>, kChunkSb, kKLanePrepBytes, 4, 4, 4>;
   using Prep = typename T::Prep;
   // Whole chunks of prepared activations that fit the scratch (Q6_K: 144 super-blocks,
-  // n = 36864; Q4_K: 192).
+  // n = 36864; Q4_K and Q5_K: 192).
   static constexpr int64_t kSpanSb = kKLanePrepBytes / sizeof(Prep) / kChunkSb * kChunkSb;
   static_assert(kSpanSb >= kChunkSb);
 
