@@ -62,9 +62,10 @@ KernelTable MakeAvx512(bool vnni) {
   Put(&t, !vnni ? avx512::kQ4_1 : vbmi ? avx512::kQ4_1VnniVbmi : avx512::kQ4_1Vnni);
   Put(&t, vnni ? avx512::kQ8_0Vnni : avx512::kQ8_0);
   for (const TypeKernels* k : {&avx512::kF16, &avx512::kBF16, &avx512::kF32}) Put(&t, *k);
-  // K-quants: Q2_K, Q3_K, Q5_K one set for both levels (internal.h says why).
-  for (const TypeKernels* k : {&avx512::kQ2_K, &avx512::kQ3_K, &avx512::kQ5_K}) Put(&t, *k);
+  // K-quants: Q2_K, Q3_K one set for both levels (internal.h says why).
+  for (const TypeKernels* k : {&avx512::kQ2_K, &avx512::kQ3_K}) Put(&t, *k);
   Put(&t, vnni ? avx512::kQ4_KVnni : avx512::kQ4_K);
+  Put(&t, vnni ? avx512::kQ5_KVnni : avx512::kQ5_K);
   Put(&t, vnni ? avx512::kQ6_KVnni : avx512::kQ6_K);
   Put(&t, vnni ? avx512::kQ4_0Vnni : avx512::kQ4_0);
   Put(&t, vnni ? avx512::kQ5_0Vnni : avx512::kQ5_0);

@@ -115,11 +115,12 @@ void DequantizeBF16(const void* src, float* dst, int64_t n);
 
 // Weight types added for issue 3: kernels in <isa>/legacy_quants*.cc and
 // <isa>/kquants.cc, block layouts in kernels/cpu/legacy_quants.h and
-// kernels/cpu/kquants.h. The AVX-512 VNNI table takes the AVX-512 Q2_K, Q3_K
-// and Q5_K kernels: they scale every 32-element block's int32 sums in float
-// (the activations' d differs per block), so vpdpwssd would only replace
-// vpmaddwd; Q4_K and Q6_K run in lane order (avx512/kquant_lanes.h), where it
-// replaces two instructions with one, so they have VNNI versions.
+// kernels/cpu/kquants.h. The AVX-512 VNNI table takes the AVX-512 Q2_K and
+// Q3_K kernels: they scale every 32-element block's int32 sums in float (the
+// activations' d differs per block), so vpdpwssd would only replace vpmaddwd;
+// Q4_K, Q5_K and Q6_K run in lane order (avx512/kquant_lanes.h), where it
+// replaces two instructions with one (Q4_K and Q5_K go further, on bytes:
+// avx512/kquant_lanes_vnni.h), so they have VNNI versions.
 #define KX_CPU_NEW_TYPES(X) X(Q4_0) X(Q5_0) X(Q5_1) X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K)
 #define KX_CPU_DECLARE_KERNELS(T) extern const TypeKernels k##T;
 namespace ref {
@@ -142,6 +143,7 @@ extern const TypeKernels kQ4_0Vnni;
 extern const TypeKernels kQ5_0Vnni;
 extern const TypeKernels kQ5_1Vnni;
 extern const TypeKernels kQ4_KVnni;
+extern const TypeKernels kQ5_KVnni;
 extern const TypeKernels kQ6_KVnni;
 }  // namespace avx512
 #undef KX_CPU_DECLARE_KERNELS

@@ -30,7 +30,7 @@ constexpr int kGuard = 16;            // sentinel floats after every output
 
 std::vector<int64_t> SizesFor(GgmlType type) {
   // 1, 2, odd super-blocks; the model's n_ff; past several 16-super-block
-  // chunks of the lane-order Q4_K / Q6_K kernels (y written, then added to).
+  // chunks of the lane-order Q4_K / Q5_K / Q6_K kernels (y written, then added to).
   if (IsKQuant(type)) return {256, 512, 768, 1536, 12800};
   if (IsQuantized(type)) return {32, 64, 96, 576, 1536};  // 1, 2, odd and the model's blocks
   return {1, 7, 16, 33, 576};
@@ -320,6 +320,57 @@ TEST_CASE("K-quant matvec is exact at the extremes of the int16 range", "[kernel
   }
 }
 
+// Q5_K's fifth bit (bit j of qh[b] for element 32j + b) at the limits: every scale, min
+// and nibble at its maximum and qh in patterns that tell the blocks and the bytes apart
+// (random; one block's bit only, for each block; alternating blocks), so a bit taken from
+// the wrong block, byte or position changes q by 16 where the sums are largest. Activations
+// ±32767 of random signs, then all of one sign. Against float64, every ISA.
+TEST_CASE("Q5_K matvec is exact with its fifth bits at the limits", "[kernels][isa]") {
+  auto rng = SeededRng(711);
+  const GgmlType ty = GgmlType::kQ5_K;
+  const int64_t n = 768, rows = 4;
+  const size_t rb = RowBytes(ty, n);
+  const size_t bb = cpu::Q5KLayout::kBlockBytes;
+  for (int pattern = 0; pattern < 11; ++pattern) {  // 0: random, 1-8: block j = pattern − 1
+    std::vector<uint8_t> w = RandomRows(ty, n, rows, rng);  // d, dmin from here
+    for (size_t off = 0; off < w.size(); off += bb) {
+      std::memset(&w[off + 4], 0xff, 12);                     // scales, mins: 63
+      std::memset(&w[off + cpu::Q5KLayout::kQs], 0xff, 128);  // nibbles: 15
+      for (size_t b = 0; b < 32; ++b) {
+        const uint8_t bits = pattern == 0   ? static_cast<uint8_t>(rng())
+                             : pattern <= 8 ? static_cast<uint8_t>(1u << (pattern - 1))
+                             : pattern == 9 ? uint8_t{0x55}
+                                            : uint8_t{0xaa};
+        w[off + cpu::Q5KLayout::kQh + b] = bits;
+      }
+    }
+    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni}) {
+      const KernelTable* t = cpu::KernelsFor(isa);
+      if (t == nullptr) continue;
+      const TypeKernels* k = t->For(ty);
+      for (float sign : {0.0f, 1.0f, -1.0f}) {  // 0: random signs
+        INFO(IsaName(isa) << " qh pattern " << pattern << " sign " << sign);
+        std::vector<float> x(n);
+        for (int64_t i = 0; i < n; ++i) {
+          x[i] = sign != 0.0f ? 3.0f * sign : (rng() & 1) ? 3.0f : -3.0f;
+        }
+        std::vector<uint8_t> act(k->act_bytes(n));
+        k->quantize_act(x.data(), n, act.data());
+        std::vector<float> y = Poisoned(rows);
+        k->matvec(w.data(), rb, n, rows, act.data(), y.data());
+        CheckGuard(y, rows);
+        for (int64_t r = 0; r < rows; ++r) {
+          double exact = 0;
+          for (int64_t i = 0; i < n; ++i) {
+            exact += WeightAt(ty, w.data() + r * rb, i) * ActAt(ty, act.data(), i);
+          }
+          REQUIRE(std::fabs(y[r] - exact) <= DotErrorBound(ty, w.data() + r * rb, n, act.data()));
+        }
+      }
+    }
+  }
+}
+
 // Variants that a table holds only on some CPUs (the VNNI table takes the
 // VBMI Q4_1 kernels where the CPU has VBMI, the generic ones elsewhere):
 // each that this CPU runs, against the scalar reference as above.
@@ -369,19 +420,19 @@ TEST_CASE("CPU-dependent kernel variants match the scalar reference", "[kernels]
   }
 }
 
-// The VNNI table's Q4_K runs on nibble bytes and byte-split activations (vpdpbusd,
+// The VNNI table's Q4_K and Q5_K run on q bytes and byte-split activations (vpdpbusd,
 // avx512/kquant_lanes_vnni.h), the AVX-512 table's on int16 words; its Q6_K on vpdpwssd, the
 // AVX-512 one on vpmaddwd + vpaddd. The same int32 lanes and float steps, so every result
-// must be bit-identical — on random rows, and at the limits (every nibble or 6-bit q at its
+// must be bit-identical — on random rows, and at the limits (every 4-, 5- or 6-bit q at its
 // maximum, every activation ±32767: low bytes 0x01 / 0xff).
-TEST_CASE("VNNI Q4_K and Q6_K equal the AVX-512 ones bit for bit", "[kernels][isa]") {
+TEST_CASE("VNNI Q4_K, Q5_K and Q6_K equal the AVX-512 ones bit for bit", "[kernels][isa]") {
   const KernelTable* vnni = cpu::KernelsFor(Isa::kAvx512Vnni);
   if (vnni == nullptr) {
     WARN("no AVX-512 VNNI on this CPU: the byte kernel is not built into any table here");
     return;
   }
   auto rng = SeededRng(910);
-  for (GgmlType ty : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+  for (GgmlType ty : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
     const TypeKernels* kb = vnni->For(ty);
     const TypeKernels* kw = cpu::KernelsFor(Isa::kAvx512)->For(ty);
     for (int64_t n : SizesFor(ty)) {
@@ -395,6 +446,10 @@ TEST_CASE("VNNI Q4_K and Q6_K equal the AVX-512 ones bit for bit", "[kernels][is
         if (extreme && ty == GgmlType::kQ4_K) {
           for (size_t off = 0; off < w.size(); off += cpu::Q4KLayout::kBlockBytes) {
             std::memset(&w[off + cpu::Q4KLayout::kQs], 0xff, 128);
+          }
+        } else if (extreme && ty == GgmlType::kQ5_K) {
+          for (size_t off = 0; off < w.size(); off += cpu::Q5KLayout::kBlockBytes) {
+            std::memset(&w[off + cpu::Q5KLayout::kQh], 0xff, 32 + 128);  // qh, qs: every q = 31
           }
         } else if (extreme) {
           for (size_t off = 0; off < w.size(); off += cpu::Q6KLayout::kBlockBytes) {

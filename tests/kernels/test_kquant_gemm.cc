@@ -135,9 +135,9 @@ TEST_CASE("matmul on many columns matches the scalar reference", "[kernels][gemm
   }
 }
 
-// AVX-512 Q4_K / Q6_K matvec (avx512/kquant_lanes.h, KLaneEntry::Matvec) runs whole rows,
-// its activations prepared for up to 144 (Q6_K) or 192 (Q4_K) super-blocks at once, where
-// the small matmul (below kGemmMinCols columns) runs 16-super-block chunks: a row's sum must
+// AVX-512 Q4_K / Q5_K / Q6_K matvec (avx512/kquant_lanes.h, KLaneEntry::Matvec) runs whole
+// rows, its activations prepared for up to 144 (Q6_K) or 192 (Q4_K, Q5_K) super-blocks at once,
+// where the small matmul (below kGemmMinCols columns) runs 16-super-block chunks: a row's sum must
 // be the same bits, for one chunk, several and a ragged one (n = 8960: FFN down), and more
 // than one prepared span (n = 150 and 200 super-blocks); and within the scalar bound.
 TEST_CASE("K-quant matvec over whole rows gives the chunked small matmul's bits",
@@ -146,7 +146,7 @@ TEST_CASE("K-quant matvec over whole rows gives the chunked small matmul's bits"
   for (Isa isa : {Isa::kAvx512, Isa::kAvx512Vnni}) {
     const KernelTable* t = cpu::KernelsFor(isa);
     if (t == nullptr) continue;
-    for (GgmlType ty : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    for (GgmlType ty : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
       const TypeKernels* k = t->For(ty);
       const TypeKernels* ref_q = cpu::KernelsFor(Isa::kScalar)->For(ty);
       for (int64_t n : {256 * 5, 8960, 256 * 150, 256 * 200}) {

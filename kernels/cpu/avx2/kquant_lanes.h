@@ -1,9 +1,10 @@
-// AVX2 Q4_K and Q6_K matvec / matmul in lane order: the scheme of
+// AVX2 Q4_K, Q5_K and Q6_K matvec / matmul in lane order: the scheme of
 // avx512/kquant_lanes.h (read its header first) on 256-bit vectors.
 //  - Q4_K: four 32-byte loads A0..A3 of the nibble bytes; vperm2i128 pairs
 //    them into V = [A0 | A1 low halves], [A0 | A1 high halves] and the same
 //    for A2, A3, so a sum's int32 lanes 4c..4c+3 hold one block (four sums
 //    per super-block: blocks (0, 2), (4, 6), (1, 3), (5, 7)).
+//  - Q5_K: Q4_K's lanes and Prep with 5-bit q words (Q5KLanes).
 //  - Q6_K: per 32-element block one 6-bit q vector (low nibbles with qh bits
 //    0-1 and so on, by AND / shift / OR), split into even and odd int16 words:
 //    a sum per block, lanes 0-3 / 4-7 its two 16-element sub-blocks; the −32
@@ -114,9 +115,9 @@ struct Q4KLanes {
     dst->s = _mm256_i32gather_ps(reinterpret_cast<const float*>(a + 4), at, 4);
   }
 
-  template <bool kVnni, int C>
-  [[gnu::always_inline]] static inline void Dot(const uint8_t* p, const Prep* const (&x)[C],
-                                                __m256 (&acc)[C]) {
+  // d·sc_j (fsc) and dmin·m_j (fm) at lane j: the header Q5_K shares.
+  [[gnu::always_inline]] static inline void Scales(const uint8_t* p, __m256* fsc_out,
+                                                   __m256* fm_out) {
     const uint8_t* s = p + 4;
     uint32_t a, b, c;
     std::memcpy(&a, s, 4);
@@ -129,16 +130,31 @@ struct Q4KLanes {
     uint32_t dd;
     std::memcpy(&dd, p, 4);
     const __m256 dm = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dd))));
-    const __m256 fsc = _mm256_mul_ps(
+    *fsc_out = _mm256_mul_ps(
         _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sc)))),
         _mm256_permutevar8x32_ps(dm, _mm256_setzero_si256()));
-    const __m256 fm = _mm256_mul_ps(
+    *fm_out = _mm256_mul_ps(
         _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(m)))),
         _mm256_permutevar8x32_ps(dm, _mm256_set1_epi32(1)));
-    // Sum k's lanes take block 4·(k/2) + k%2 + 2·(l/4).
+  }
+
+  // Sum k's lanes take block 4·(k/2) + k%2 + 2·(l/4): idx[k] permutes f·d_x to them.
+  [[gnu::always_inline]] static inline void SumLanes(__m256i (&idx)[4]) {
     const __m256i ie = LoadA(kLane.q4_fe), io = LoadA(kLane.q4_fo);
     const __m256i four = _mm256_set1_epi32(4);
-    const __m256i idx[4] = {ie, io, _mm256_add_epi32(ie, four), _mm256_add_epi32(io, four)};
+    idx[0] = ie;
+    idx[1] = io;
+    idx[2] = _mm256_add_epi32(ie, four);
+    idx[3] = _mm256_add_epi32(io, four);
+  }
+
+  template <bool kVnni, int C>
+  [[gnu::always_inline]] static inline void Dot(const uint8_t* p, const Prep* const (&x)[C],
+                                                __m256 (&acc)[C]) {
+    __m256 fsc, fm;
+    Scales(p, &fsc, &fm);
+    __m256i idx[4];
+    SumLanes(idx);
     const __m256i m0 = _mm256_set1_epi16(0x000f), m1 = _mm256_set1_epi16(0x00f0);
     const __m256i m2 = _mm256_set1_epi16(0x0f00);
     for (int col = 0; col < C; ++col) {
@@ -173,6 +189,83 @@ struct Q4KLanes {
       }
       acc[col] = _mm256_fnmadd_ps(fm, xp.s, r);
     }
+  }
+};
+
+// Q5_K in lane order: Q4KLanes' activations, lanes and float steps (the header and the
+// element order are Q4_K's) with 5-bit q. The fifth bit of element 32j + b is bit j of qh[b];
+// a nibble vector's 128-bit lane holds blocks 2c (low nibbles) and 2c+1 (high) of chunk
+// c = 2·half + lane at elements b = 0..15 (v0) or 16..31 (v1), so those 16 qh bytes, in both
+// lanes, shifted per 64-bit lane (vpsllvq / vpsrlvq: for shifts of at most 4 no byte's bit 4
+// takes a neighbour's bit) put block 2c's bit (2c+1's) at bit 4 of byte b. Per 32 nibble bytes:
+// AND, OR into 5-bit q bytes (two per 16-bit word), then AND 0x00ff / a shift by 8 into
+// words — no in-place masks: 256·31·32767 summed over 4 products would still fit, but the
+// shift down costs what the mask does, and the sums then need no arithmetic shift. Exact:
+// 8 products of |q·x| ≤ 31·32767 per int32 lane.
+struct Q5KLanes : Q4KLanes {
+  static constexpr GgmlType kType = GgmlType::kQ5_K;
+  static constexpr size_t kBlockBytes = Q5KLayout::kBlockBytes;
+  static constexpr size_t kQs = Q5KLayout::kQs;
+  static constexpr size_t kQh = Q5KLayout::kQh;
+
+  // Chunk c's fifth bits (odd: of block 2c+1) at bit 4 of each byte, half h's lanes.
+  [[gnu::always_inline]] static inline __m256i HighBits(__m256i h, int half, int odd) {
+    const __m256i bit4 = _mm256_set1_epi8(0x10);
+    if (half == 0) {  // c = 0, 1: left by 4 − 2c (3 − 2c)
+      const __m256i n = odd ? _mm256_setr_epi64x(3, 3, 1, 1) : _mm256_setr_epi64x(4, 4, 2, 2);
+      return _mm256_and_si256(_mm256_sllv_epi64(h, n), bit4);
+    }
+    // c = 2, 3: right by 2c − 4 (2c − 3)
+    const __m256i n = odd ? _mm256_setr_epi64x(1, 1, 3, 3) : _mm256_setr_epi64x(0, 0, 2, 2);
+    return _mm256_and_si256(_mm256_srlv_epi64(h, n), bit4);
+  }
+
+  template <bool kVnni, int C>
+  [[gnu::always_inline]] static inline void Dot(const uint8_t* p, const Prep* const (&x)[C],
+                                                __m256 (&acc)[C]) {
+    __m256 fsc, fm;
+    Scales(p, &fsc, &fm);
+    __m256i idx[4];
+    SumLanes(idx);
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const __m256i low8 = _mm256_set1_epi16(0xff);
+    const __m256i qh[2] = {
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kQh))),
+        _mm256_broadcastsi128_si256(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kQh + 16)))};
+    __m256 fdx[C];
+    for (int col = 0; col < C; ++col) fdx[col] = _mm256_mul_ps(fsc, x[col]->dx);
+    for (int half = 0; half < 2; ++half) {
+      const __m256i a0 = Load(p + kQs + 64 * half), a1 = Load(p + kQs + 64 * half + 32);
+      const __m256i v[2] = {_mm256_permute2x128_si256(a0, a1, 0x20),   // bytes 0-15 of each 32
+                            _mm256_permute2x128_si256(a0, a1, 0x31)};  // 16-31
+      // Q4KLanes::Dot's word order: w[2i], w[2i+1] = the even / odd elements of v[i]'s low
+      // nibbles; w[4 + 2i], w[5 + 2i] of its high nibbles.
+      __m256i w[8];
+      for (int i = 0; i < 2; ++i) {
+        const __m256i qe = _mm256_or_si256(_mm256_and_si256(v[i], low4), HighBits(qh[i], half, 0));
+        const __m256i qo = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v[i], 4), low4),
+                                           HighBits(qh[i], half, 1));
+        w[2 * i] = _mm256_and_si256(qe, low8);
+        w[2 * i + 1] = _mm256_srli_epi16(qe, 8);
+        w[4 + 2 * i] = _mm256_and_si256(qo, low8);
+        w[5 + 2 * i] = _mm256_srli_epi16(qo, 8);
+      }
+      for (int col = 0; col < C; ++col) {
+        const __m256i* q = x[col]->q + 8 * half;
+        const __m256i lo = DotW<kVnni>(
+            DotW<kVnni>(DotW<kVnni>(_mm256_madd_epi16(w[0], q[0]), w[1], q[1]), w[2], q[2]), w[3],
+            q[3]);
+        const __m256i hi = DotW<kVnni>(
+            DotW<kVnni>(DotW<kVnni>(_mm256_madd_epi16(w[4], q[4]), w[5], q[5]), w[6], q[6]), w[7],
+            q[7]);
+        acc[col] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo),
+                                   _mm256_permutevar8x32_ps(fdx[col], idx[2 * half]), acc[col]);
+        acc[col] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi),
+                                   _mm256_permutevar8x32_ps(fdx[col], idx[2 * half + 1]), acc[col]);
+      }
+    }
+    for (int col = 0; col < C; ++col) acc[col] = _mm256_fnmadd_ps(fm, x[col]->s, acc[col]);
   }
 };
 

@@ -1,4 +1,4 @@
-// AVX-512 Q4_K and Q6_K matvec / matmul in "lane order": the weights are
+// AVX-512 Q4_K, Q5_K and Q6_K matvec / matmul in "lane order": the weights are
 // used in the order they lie in the GGUF (no repacking, no widening
 // shuffles), and the activations are rearranged once per call to match.
 //
@@ -18,6 +18,8 @@
 //    and the sums of the four even-block vectors (int32 lanes 4c..4c+3 ←
 //    block 2c) and of the four odd-block vectors each convert and scale once
 //    per super-block.
+//  - Q5_K: Q4_K's header, nibbles and lanes (the same Prep), each nibble
+//    with its fifth bit from qh put above it (Q5KLanes) before the split.
 //  - Q6_K: per half h, the 64 ql bytes and the 32 qh bytes (broadcast to
 //    both 256-bit halves, the upper half's shifted by 2 bits) combine with one
 //    vpternlog per nibble position into 6-bit q bytes in element order
@@ -30,13 +32,12 @@
 // orders (Prep), into stack scratch once per chunk of n (matvec) or per chunk
 // and panel of columns (matmul): tile_driver.h's ChunkedPrepEntry.
 //
-// Exactness: every int32 lane sums ≤ 8 products (|q| ≤ 15 or |q − 32| ≤ 32
-// with |x| ≤ 32767; partial sums stay far from 2^31), so it is exact, and its
-// conversion to float too (< 2^24). Float: per lane one product d·sc (or
-// dmin·m), one with d_x, one fma per super-block; then the horizontal sum.
-// Rows are reduced per chunk of kChunkSb super-blocks (y written by the first
-// chunk, added to by the rest), the same in matvec and matmul, so matmul's
-// column c equals matvec on it bit for bit.
+// Exactness: every int32 lane sums ≤ 8 products (|q| ≤ 15, ≤ 31 (Q5_K) or
+// |q − 32| ≤ 32 with |x| ≤ 32767: |sum| ≤ 8·32·32767 < 2^23; partial sums stay
+// far from 2^31), so it is exact, and its conversion to float too (< 2^24). Float: per lane one
+// product d·sc (or dmin·m), one with d_x, one fma per super-block; then the horizontal sum. Rows
+// are reduced per chunk of kChunkSb super-blocks (y written by the first chunk, added to by the
+// rest), the same in matvec and matmul, so matmul's column c equals matvec on it bit for bit.
 //
 // Measured (Xeon, AVX-512 VNNI, one thread, weights in L3, load ~10): Q4_K
 // 8960x1536 8.5 → 17.6 GB/s, Q6_K 1536x8960 11.5 → 19.8 GB/s.
@@ -142,11 +143,36 @@ struct Q4KLanes {
     dst->s = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xAAAA, LoadI(kLane.q4_s), a, 1);
   }
 
+  // This super-block's q as int16 words, in the order the Prep matches.
+  [[gnu::always_inline]] static inline void Words(const uint8_t* p, __m512i (&w)[8]) {
+    const __m512i va = _mm512_loadu_si512(p + kQs);
+    const __m512i vb = _mm512_loadu_si512(p + kQs + 64);
+    const __m512i v0 = _mm512_shuffle_i64x2(va, vb, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512i v1 = _mm512_shuffle_i64x2(va, vb, _MM_SHUFFLE(3, 1, 3, 1));
+    const __m512i low4 = _mm512_set1_epi16(0x0f);
+    w[0] = _mm512_and_si512(v0, low4);                        // block 2c, elements 4i, 4i+2
+    w[1] = _mm512_and_si512(_mm512_srli_epi16(v0, 8), low4);  // 4i+1, 4i+3
+    w[2] = _mm512_and_si512(v1, low4);                        // 16 + the same
+    w[3] = _mm512_and_si512(_mm512_srli_epi16(v1, 8), low4);
+    w[4] = _mm512_and_si512(_mm512_srli_epi16(v0, 4), low4);  // block 2c+1
+    w[5] = _mm512_srli_epi16(v0, 12);
+    w[6] = _mm512_and_si512(_mm512_srli_epi16(v1, 4), low4);
+    w[7] = _mm512_srli_epi16(v1, 12);
+  }
+
   // acc[c] += this super-block's dot product with column c's Prep (spread
   // over lanes).
   template <bool kVnni, int C>
   [[gnu::always_inline]] static inline void Dot(const uint8_t* p, const Prep* const (&x)[C],
                                                 __m512 (&acc)[C]) {
+    DotWith<Q4KLanes, kVnni, C>(p, x, acc);
+  }
+
+  // Dot with T's words (T::Words): the part Q5_K shares (its header is Q4_K's, its q are
+  // Q4_K's nibbles with a fifth bit).
+  template <class T, bool kVnni, int C>
+  [[gnu::always_inline]] static inline void DotWith(const uint8_t* p, const Prep* const (&x)[C],
+                                                    __m512 (&acc)[C]) {
     // F: lanes 2j = d·sc_j, 2j+1 = dmin·m_j (kq::ScaleMin6's bit layout,
     // four sub-blocks per 32-bit word).
     const uint8_t* s = p + 4;
@@ -161,21 +187,8 @@ struct Q4KLanes {
     const __m512 fe = _mm512_permutexvar_ps(LoadI(kLane.q4_fe), f);
     const __m512 fo = _mm512_permutexvar_ps(LoadI(kLane.q4_fo), f);
 
-    const __m512i va = _mm512_loadu_si512(p + kQs);
-    const __m512i vb = _mm512_loadu_si512(p + kQs + 64);
-    const __m512i v0 = _mm512_shuffle_i64x2(va, vb, _MM_SHUFFLE(2, 0, 2, 0));
-    const __m512i v1 = _mm512_shuffle_i64x2(va, vb, _MM_SHUFFLE(3, 1, 3, 1));
-    const __m512i low4 = _mm512_set1_epi16(0x0f);
-    const __m512i w[8] = {
-        _mm512_and_si512(v0, low4),                        // block 2c, elements 4i, 4i+2
-        _mm512_and_si512(_mm512_srli_epi16(v0, 8), low4),  // 4i+1, 4i+3
-        _mm512_and_si512(v1, low4),                        // 16 + the same
-        _mm512_and_si512(_mm512_srli_epi16(v1, 8), low4),
-        _mm512_and_si512(_mm512_srli_epi16(v0, 4), low4),  // block 2c+1
-        _mm512_srli_epi16(v0, 12),
-        _mm512_and_si512(_mm512_srli_epi16(v1, 4), low4),
-        _mm512_srli_epi16(v1, 12),
-    };
+    __m512i w[8];
+    T::Words(p, w);
     for (int col = 0; col < C; ++col) {
       const Prep& xp = *x[col];
       __m512i se, so;
@@ -196,6 +209,55 @@ struct Q4KLanes {
       r = _mm512_fmadd_ps(_mm512_cvtepi32_ps(so), _mm512_mul_ps(fo, xp.dx[1]), r);
       acc[col] = _mm512_fnmadd_ps(f, xp.s, r);
     }
+  }
+};
+
+// Q5_K's fifth bit of element 32j + b is bit j of qh[b]. A nibble vector's 128-bit chunk c
+// holds blocks 2c (low nibbles) and 2c+1 (high) at elements b = 0..15 (v0) or 16..31 (v1), so
+// the 16 qh bytes of those b, broadcast to every chunk and rotated per 64-bit lane by 4 − 2c
+// (Q5Rotate), carry block 2c's bit at bit 4 of byte b and block 2c+1's at bit 5.
+inline __m512i Q5Rotate(__m512i h, int odd) {
+  const __m512i r = _mm512_set_epi64(62, 62, 0, 0, 2, 2, 4, 4);  // (4 − 2c) mod 64, chunk c
+  return _mm512_rolv_epi64(h, odd ? _mm512_sub_epi64(r, _mm512_set1_epi64(1)) : r);
+}
+
+// Q5_K in lane order: Q4KLanes' activations, lanes and float steps (the header and the
+// element order are Q4_K's), with 5-bit q words: per 64 nibble bytes v, a vpternlog puts the
+// fifth bit above each nibble (byte-wise select: bits 0-3 from v, 4-7 from the rotated qh,
+// of which bit 4 is the wanted one), one AND with 0x1f per word clears the rest. Exactness:
+// an int32 lane sums 8 products |q·x| ≤ 31·32767, so |sum| < 2^23: exact, and exact as a
+// float, as Q4_K's.
+struct Q5KLanes : Q4KLanes {
+  static constexpr GgmlType kType = GgmlType::kQ5_K;
+  static constexpr size_t kBlockBytes = Q5KLayout::kBlockBytes;
+  static constexpr size_t kQs = Q5KLayout::kQs;
+  static constexpr size_t kQh = Q5KLayout::kQh;
+
+  [[gnu::always_inline]] static inline void Words(const uint8_t* p, __m512i (&w)[8]) {
+    const __m512i va = _mm512_loadu_si512(p + kQs);
+    const __m512i vb = _mm512_loadu_si512(p + kQs + 64);
+    const __m512i v[2] = {_mm512_shuffle_i64x2(va, vb, _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_i64x2(va, vb, _MM_SHUFFLE(3, 1, 3, 1))};
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    const __m512i low5 = _mm512_set1_epi16(0x1f);
+    constexpr int kSelect = 0xCA;  // a ? b : c, bitwise
+    for (int i = 0; i < 2; ++i) {  // v0: elements 0..15 of each block, v1: 16..31
+      const __m512i h = _mm512_broadcast_i32x4(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kQh + 16 * i)));
+      const __m512i qe = _mm512_ternarylogic_epi32(low4, v[i], Q5Rotate(h, 0), kSelect);
+      const __m512i qo =
+          _mm512_ternarylogic_epi32(low4, _mm512_srli_epi16(v[i], 4), Q5Rotate(h, 1), kSelect);
+      w[2 * i] = _mm512_and_si512(qe, low5);  // Q4KLanes::Words' order
+      w[2 * i + 1] = _mm512_and_si512(_mm512_srli_epi16(qe, 8), low5);
+      w[4 + 2 * i] = _mm512_and_si512(qo, low5);
+      w[5 + 2 * i] = _mm512_and_si512(_mm512_srli_epi16(qo, 8), low5);
+    }
+  }
+
+  template <bool kVnni, int C>
+  [[gnu::always_inline]] static inline void Dot(const uint8_t* p, const Prep* const (&x)[C],
+                                                __m512 (&acc)[C]) {
+    DotWith<Q5KLanes, kVnni, C>(p, x, acc);
   }
 };
 
@@ -353,7 +415,7 @@ struct KLaneEntry : ChunkedPrepEntry<T, KLaneTiles<T, kVnni>, kChunkSb, kKLanePr
   using E = ChunkedPrepEntry<T, KLaneTiles<T, kVnni>, kChunkSb, kKLanePrepBytes, 4, 4, 4>;
   using Prep = typename T::Prep;
   // Whole chunks of prepared activations that fit the scratch (Q6_K: 144 super-blocks,
-  // n = 36864; Q4_K: 192).
+  // n = 36864; Q4_K and Q5_K: 192).
   static constexpr int64_t kSpanSb = kKLanePrepBytes / sizeof(Prep) / kChunkSb * kChunkSb;
   static_assert(kSpanSb >= kChunkSb);
 

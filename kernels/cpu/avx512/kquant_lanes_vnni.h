@@ -66,9 +66,30 @@ struct Q4KBytesVnni {
     dst->s = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xAAAA, LoadI(kLane.q4_s), a, 1);
   }
 
+  // This super-block's q as bytes, in the order the Prep matches.
+  [[gnu::always_inline]] static inline void Words(const uint8_t* p, __m512i (&w)[4]) {
+    const __m512i va = _mm512_loadu_si512(p + kQs);
+    const __m512i vb = _mm512_loadu_si512(p + kQs + 64);
+    const __m512i v0 = _mm512_shuffle_i64x2(va, vb, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512i v1 = _mm512_shuffle_i64x2(va, vb, _MM_SHUFFLE(3, 1, 3, 1));
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    w[0] = _mm512_and_si512(v0, low4);
+    w[1] = _mm512_and_si512(v1, low4);
+    w[2] = _mm512_and_si512(_mm512_srli_epi16(v0, 4), low4);
+    w[3] = _mm512_and_si512(_mm512_srli_epi16(v1, 4), low4);
+  }
+
   template <bool kVnni, int C>
   [[gnu::always_inline]] static inline void Dot(const uint8_t* p, const Prep* const (&x)[C],
                                                 __m512 (&acc)[C]) {
+    DotWith<Q4KBytesVnni, kVnni, C>(p, x, acc);
+  }
+
+  // Dot with T's q bytes (T::Words: 0..31 each, a u8 and an s8 operand alike): the part
+  // Q5_K shares.
+  template <class T, bool kVnni, int C>
+  [[gnu::always_inline]] static inline void DotWith(const uint8_t* p, const Prep* const (&x)[C],
+                                                    __m512 (&acc)[C]) {
     static_assert(kVnni, "vpdpbusd: the VNNI table only");
     // F as in Q4KLanes::Dot, its (sc_j, m_j) byte pairs unpacked from the 12 scale bytes in
     // one vector: bytes 2j / 2j+1 take scales[j] / scales[j+4] (& 63) for j < 4, and for
@@ -91,17 +112,8 @@ struct Q4KBytesVnni {
     const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(scm)), dd);
     const __m512i ie = LoadI(kLane.q4_fe), io = LoadI(kLane.q4_fo);
 
-    const __m512i va = _mm512_loadu_si512(p + kQs);
-    const __m512i vb = _mm512_loadu_si512(p + kQs + 64);
-    const __m512i v0 = _mm512_shuffle_i64x2(va, vb, _MM_SHUFFLE(2, 0, 2, 0));
-    const __m512i v1 = _mm512_shuffle_i64x2(va, vb, _MM_SHUFFLE(3, 1, 3, 1));
-    const __m512i low4 = _mm512_set1_epi8(0x0f);
-    const __m512i w[4] = {
-        _mm512_and_si512(v0, low4),
-        _mm512_and_si512(v1, low4),
-        _mm512_and_si512(_mm512_srli_epi16(v0, 4), low4),
-        _mm512_and_si512(_mm512_srli_epi16(v1, 4), low4),
-    };
+    __m512i w[4];
+    T::Words(p, w);
     for (int col = 0; col < C; ++col) {
       const Prep& xp = *x[col];
       __m512i se = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], xp.xh[0]);
@@ -115,6 +127,41 @@ struct Q4KBytesVnni {
       r = _mm512_fmadd_ps(_mm512_cvtepi32_ps(so), _mm512_permutexvar_ps(io, fdx), r);
       acc[col] = _mm512_fnmadd_ps(f, xp.s, r);
     }
+  }
+};
+
+// Q5_K on bytes: Q4KBytesVnni's activations, lanes and float steps with 5-bit q bytes (the
+// fifth bit as in Q5KLanes: kquant_lanes.h), one vpternlog select and one AND per 64 bytes.
+// Exactness: Σ q·xh over a lane's 8 elements is ≤ 8·31·128 in magnitude, Σ q·x = 256·Σ q·xh +
+// Σ q·xl exactly, so every int32 lane equals Q5KLanes' and the results are bit-identical.
+struct Q5KBytesVnni : Q4KBytesVnni {
+  static constexpr GgmlType kType = GgmlType::kQ5_K;
+  static constexpr size_t kBlockBytes = Q5KLayout::kBlockBytes;
+  static constexpr size_t kQs = Q5KLayout::kQs;
+  static constexpr size_t kQh = Q5KLayout::kQh;
+
+  [[gnu::always_inline]] static inline void Words(const uint8_t* p, __m512i (&w)[4]) {
+    const __m512i va = _mm512_loadu_si512(p + kQs);
+    const __m512i vb = _mm512_loadu_si512(p + kQs + 64);
+    const __m512i v[2] = {_mm512_shuffle_i64x2(va, vb, _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_i64x2(va, vb, _MM_SHUFFLE(3, 1, 3, 1))};
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    const __m512i low5 = _mm512_set1_epi8(0x1f);
+    constexpr int kSelect = 0xCA;  // a ? b : c, bitwise
+    for (int i = 0; i < 2; ++i) {
+      const __m512i h = _mm512_broadcast_i32x4(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kQh + 16 * i)));
+      w[i] = _mm512_and_si512(_mm512_ternarylogic_epi32(low4, v[i], Q5Rotate(h, 0), kSelect), low5);
+      w[2 + i] = _mm512_and_si512(
+          _mm512_ternarylogic_epi32(low4, _mm512_srli_epi16(v[i], 4), Q5Rotate(h, 1), kSelect),
+          low5);
+    }
+  }
+
+  template <bool kVnni, int C>
+  [[gnu::always_inline]] static inline void Dot(const uint8_t* p, const Prep* const (&x)[C],
+                                                __m512 (&acc)[C]) {
+    DotWith<Q5KBytesVnni, kVnni, C>(p, x, acc);
   }
 };
 

@@ -1,4 +1,4 @@
-// AVX-512 K-quant kernels: Q4_K and Q6_K in lane order (kquant_lanes.h; their
+// AVX-512 K-quant kernels: Q4_K, Q5_K and Q6_K in lane order (kquant_lanes.h; their
 // VNNI versions in kquants_vnni.cc), the others per block (kquant_tiles.h),
 // which the VNNI table takes too. Matmul on kGemmMinCols columns or more:
 // kquant_gemm.h (Q2_K's mins per 16 elements keep it on its tiles).
@@ -11,7 +11,7 @@ namespace {
 
 using Q4KSmall = KLaneEntry<Q4KLanes, false>;
 using Q6KSmall = KLaneEntry<Q6KLanes, false>;
-using Q5KSmall = KQuantEntry<Q5KLayout, simd::Q5KDecode>;
+using Q5KSmall = KLaneEntry<Q5KLanes, false>;
 using Q3KSmall = KQuantEntry<Q3KLayout, simd::Q3KDecode>;
 
 }  // namespace
