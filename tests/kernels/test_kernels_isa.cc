@@ -43,6 +43,33 @@ void CheckGuard(const std::vector<float>& y, size_t used) {
   for (size_t i = used; i < y.size(); ++i) REQUIRE(y[i] == kPoison);
 }
 
+// Activations of ±3, so every q is ±32767: random signs (sign 0), else all of `sign`.
+std::vector<float> ExtremeActs(int64_t n, float sign, std::mt19937_64& rng) {
+  std::vector<float> x(n);
+  for (float& v : x) v = sign != 0.0f ? 3.0f * sign : (rng() & 1) ? 3.0f : -3.0f;
+  return x;
+}
+
+// k's matvec of `rows` rows of `w` with `x` quantized, each output against the float64 dot
+// of the weights and activations as stored, within DotErrorBound.
+void CheckMatvecExact(const TypeKernels& k, const std::vector<uint8_t>& w, int64_t rows,
+                      const std::vector<float>& x) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  const size_t rb = RowBytes(k.type, n);
+  std::vector<uint8_t> act(k.act_bytes(n));
+  k.quantize_act(x.data(), n, act.data());
+  std::vector<float> y = Poisoned(rows);
+  k.matvec(w.data(), rb, n, rows, act.data(), y.data());
+  CheckGuard(y, rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    double exact = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      exact += WeightAt(k.type, w.data() + r * rb, i) * ActAt(k.type, act.data(), i);
+    }
+    REQUIRE(std::fabs(y[r] - exact) <= DotErrorBound(k.type, w.data() + r * rb, n, act.data()));
+  }
+}
+
 TEST_CASE("kernel tables report their ISA and cover the supported types", "[kernels][isa]") {
   const KernelTable* scalar = cpu::KernelsFor(Isa::kScalar);
   REQUIRE(scalar != nullptr);
@@ -236,7 +263,6 @@ TEST_CASE("quantized matvec is exact at the extremes of the int16 range", "[kern
     for (GgmlType ty : {GgmlType::kQ4_1, GgmlType::kQ8_0}) {
       INFO(IsaName(isa) << " " << TypeName(ty));
       const TypeKernels* k = t->For(ty);
-      const size_t rb = RowBytes(ty, n);
       std::vector<uint8_t> w = RandomRows(ty, n, rows, rng);
       const size_t block_bytes = ty == GgmlType::kQ8_0 ? 34 : 20;
       for (size_t off = 0; off < w.size(); off += block_bytes) {
@@ -247,21 +273,7 @@ TEST_CASE("quantized matvec is exact at the extremes of the int16 range", "[kern
           std::memset(&w[off + 4], 0xff, 16);  // all nibbles 15
         }
       }
-      std::vector<float> x(n);
-      const float sign = (rng() & 1) ? 1.0f : -1.0f;
-      for (int64_t i = 0; i < n; ++i) x[i] = sign * 3.0f;  // every q = ±32767
-      std::vector<uint8_t> act(k->act_bytes(n));
-      k->quantize_act(x.data(), n, act.data());
-      std::vector<float> y = Poisoned(rows);
-      k->matvec(w.data(), rb, n, rows, act.data(), y.data());
-      CheckGuard(y, rows);
-      for (int64_t r = 0; r < rows; ++r) {
-        double exact = 0;
-        for (int64_t i = 0; i < n; ++i) {
-          exact += WeightAt(ty, w.data() + r * rb, i) * ActAt(ty, act.data(), i);
-        }
-        REQUIRE(std::fabs(y[r] - exact) <= DotErrorBound(ty, w.data() + r * rb, n, act.data()));
-      }
+      CheckMatvecExact(*k, w, rows, ExtremeActs(n, (rng() & 1) ? 1.0f : -1.0f, rng));
     }
   }
 }
@@ -282,7 +294,6 @@ TEST_CASE("K-quant matvec is exact at the extremes of the int16 range", "[kernel
          {GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
       INFO(IsaName(isa) << " " << TypeName(ty));
       const TypeKernels* k = t->For(ty);
-      const size_t rb = RowBytes(ty, n);
       const size_t bb = static_cast<size_t>(GetTypeInfo(ty).block_bytes);
       std::vector<uint8_t> w = RandomRows(ty, n, rows, rng);  // d, dmin from here
       const std::vector<uint8_t> keep = w;
@@ -299,22 +310,7 @@ TEST_CASE("K-quant matvec is exact at the extremes of the int16 range", "[kernel
       }
       for (float sign : {0.0f, 1.0f, -1.0f}) {  // 0: random signs
         INFO("sign " << sign);
-        std::vector<float> x(n);
-        for (int64_t i = 0; i < n; ++i) {  // every q = ±32767
-          x[i] = sign != 0.0f ? 3.0f * sign : (rng() & 1) ? 3.0f : -3.0f;
-        }
-        std::vector<uint8_t> act(k->act_bytes(n));
-        k->quantize_act(x.data(), n, act.data());
-        std::vector<float> y = Poisoned(rows);
-        k->matvec(w.data(), rb, n, rows, act.data(), y.data());
-        CheckGuard(y, rows);
-        for (int64_t r = 0; r < rows; ++r) {
-          double exact = 0;
-          for (int64_t i = 0; i < n; ++i) {
-            exact += WeightAt(ty, w.data() + r * rb, i) * ActAt(ty, act.data(), i);
-          }
-          REQUIRE(std::fabs(y[r] - exact) <= DotErrorBound(ty, w.data() + r * rb, n, act.data()));
-        }
+        CheckMatvecExact(*k, w, rows, ExtremeActs(n, sign, rng));
       }
     }
   }
@@ -329,7 +325,6 @@ TEST_CASE("Q5_K matvec is exact with its fifth bits at the limits", "[kernels][i
   auto rng = SeededRng(711);
   const GgmlType ty = GgmlType::kQ5_K;
   const int64_t n = 768, rows = 4;
-  const size_t rb = RowBytes(ty, n);
   const size_t bb = cpu::Q5KLayout::kBlockBytes;
   for (int pattern = 0; pattern < 11; ++pattern) {  // 0: random, 1-8: block j = pattern − 1
     std::vector<uint8_t> w = RandomRows(ty, n, rows, rng);  // d, dmin from here
@@ -350,22 +345,7 @@ TEST_CASE("Q5_K matvec is exact with its fifth bits at the limits", "[kernels][i
       const TypeKernels* k = t->For(ty);
       for (float sign : {0.0f, 1.0f, -1.0f}) {  // 0: random signs
         INFO(IsaName(isa) << " qh pattern " << pattern << " sign " << sign);
-        std::vector<float> x(n);
-        for (int64_t i = 0; i < n; ++i) {
-          x[i] = sign != 0.0f ? 3.0f * sign : (rng() & 1) ? 3.0f : -3.0f;
-        }
-        std::vector<uint8_t> act(k->act_bytes(n));
-        k->quantize_act(x.data(), n, act.data());
-        std::vector<float> y = Poisoned(rows);
-        k->matvec(w.data(), rb, n, rows, act.data(), y.data());
-        CheckGuard(y, rows);
-        for (int64_t r = 0; r < rows; ++r) {
-          double exact = 0;
-          for (int64_t i = 0; i < n; ++i) {
-            exact += WeightAt(ty, w.data() + r * rb, i) * ActAt(ty, act.data(), i);
-          }
-          REQUIRE(std::fabs(y[r] - exact) <= DotErrorBound(ty, w.data() + r * rb, n, act.data()));
-        }
+        CheckMatvecExact(*k, w, rows, ExtremeActs(n, sign, rng));
       }
     }
   }
