@@ -178,6 +178,32 @@ TEST_CASE("quantize_act is identical on every ISA at the edges", "[kernels][isa]
   }
 }
 
+// TypeKernels::quantize_act's contract: activations are per 32-element block, end to end, so
+// a vector prepared in pieces (as the decode graph prepares FFN down's input, a piece per
+// thread) has the bytes of the vector prepared whole.
+TEST_CASE("quantize_act in 32-element pieces writes the whole vector's bytes", "[kernels][isa]") {
+  auto rng = SeededRng(103);
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni}) {
+    const KernelTable* t = cpu::KernelsFor(isa);
+    if (t == nullptr) continue;
+    for (GgmlType ty : kTypes) {
+      const int64_t n = 768;  // three K-quant super-blocks
+      INFO(IsaName(isa) << " " << TypeName(ty));
+      const TypeKernels* k = t->For(ty);
+      REQUIRE(k->act_bytes(n) == static_cast<size_t>(n / cpu::kQ16ABlock) * k->act_bytes(32));
+      const std::vector<float> x = RandomActs(n, rng);
+      std::vector<uint8_t> whole(k->act_bytes(n) + kGuard, 0xA5), pieces(whole);
+      k->quantize_act(x.data(), n, whole.data());
+      for (int64_t b = 0; b < n;) {
+        const int64_t e = std::min<int64_t>(n, b + cpu::kQ16ABlock * (1 + rng() % 9));
+        k->quantize_act(x.data() + b, e - b, pieces.data() + k->act_bytes(b));
+        b = e;
+      }
+      REQUIRE(whole == pieces);  // sentinels included
+    }
+  }
+}
+
 // matvec and matmul vs the scalar matvec. Tolerance: DotErrorBound (both sides
 // round within it, so the difference is bounded by twice it). matmul's column
 // c must equal the same ISA's matvec on column c bit for bit (every row is
