@@ -1,5 +1,6 @@
 #include "engine/decode_graph.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -62,6 +63,10 @@ absl::Status DecodeGraph::Build() {
   }
   n_parts_ = m.pool->size();
   const int P = n_parts_;
+  // FfnActStage's hook is the sparse runtime (masked-dense masks the activations there).
+  // Its parts prepare down's input while other parts still read gate/up's, so down's goes to
+  // the act scratch's second token row, which a batch size of 1 does not have.
+  fused_act_ = !bundles_ && m.sparse == nullptr && m.n_batch >= 2;
 
   layers_.resize(hp.n_layer);  // never resized again: nodes hold Layer pointers
   int prev = g_.Add(EmbedNode, this, 1, "embed");
@@ -94,7 +99,7 @@ absl::Status DecodeGraph::Build() {
     const LinearJob gate_up[] = {{&W.ffn_gate, m.gate.data(), ff}, {&W.ffn_up, m.up.data(), ff}};
     PlanLinear(m, 1, gate_up, 2, &L.gate_up);
     const LinearJob down[] = {{&W.ffn_down, m.ffo.data(), d}};
-    PlanLinear(m, 1, down, 1, &L.down);
+    PlanLinear(m, 1, down, 1, &L.down, fused_act_ ? 1 : 0);
 
     chain(AttnInNode, &L, 1, Name("attn_in", l));
     if (m.device != nullptr && m.device->OnDevice(l)) {
@@ -144,6 +149,12 @@ absl::Status DecodeGraph::Build() {
           join2 = L.dev_load;
         }
       }
+    } else if (fused_act_) {
+      KX_CHECK(L.gate_up.n_jobs == 2 && L.gate_up.total_rows == 2 * static_cast<int64_t>(ff) &&
+               L.down.n_in == ff);
+      L.gate_up_stamps.assign(static_cast<size_t>(P), PartStamp{});
+      chain(GateUpActNode, &L, P, Name("gate_up", l));
+      chain(DownNode, &L, P, Name("down", l));
     } else {
       chain(GateUpNode, &L, P, Name("gate_up", l));
       chain(ActNode, &L, 1, Name("act", l));
@@ -206,6 +217,14 @@ void DecodeGraph::Mark(Op op, int calls) {
   mark_ns_ = now;
 }
 
+void DecodeGraph::MarkAt(Op op, int64_t until, int calls) {
+  const int i = static_cast<int>(op);
+  const int64_t t = std::max(until, mark_ns_);
+  m_.op_ns[i] += t - mark_ns_;
+  m_.op_calls[i] += calls;
+  mark_ns_ = t;
+}
+
 void DecodeGraph::FfnEnd(int l) {
   Engine::Impl& m = m_;
   if (bundles_) {
@@ -220,6 +239,17 @@ void DecodeGraph::FfnEnd(int l) {
     m.sparse->ffn().Finish();
     m.sparse->EndBundles(l);
     Mark(Op::kFfnSparse, 0);
+  } else if (fused_act_) {
+    // gate_up.l ended with its last part; of its time, the longest part's activation counts
+    // as ffn_act (what it added to the node), the rest as the rows; since then, the down rows.
+    int64_t end = 0, act = 0;
+    for (const PartStamp& st : layers_[l].gate_up_stamps) {
+      end = std::max(end, st.end_ns);
+      act = std::max(act, st.act_ns);
+    }
+    MarkAt(Op::kFfnGateUp, end - act, 0);
+    MarkAt(Op::kFfnAct, end, 1);
+    Mark(Op::kFfnDown);
   } else {
     Mark(Op::kFfnDown, 0);  // the down rows
   }
@@ -316,6 +346,12 @@ void DecodeGraph::FfnInNode(void* ctx, int, int) {
 
 void DecodeGraph::GateUpNode(void* ctx, int part, int n_parts) {
   RunLinearPart(static_cast<Layer*>(ctx)->gate_up, part, n_parts);
+}
+
+void DecodeGraph::GateUpActNode(void* ctx, int part, int n_parts) {
+  Layer& L = *static_cast<Layer*>(ctx);
+  const int64_t act_ns = RunGateUpActPart(L.self->m_, L.gate_up, L.down, part, n_parts);
+  L.gate_up_stamps[static_cast<size_t>(part)] = PartStamp{act_ns, NowNs()};
 }
 
 void DecodeGraph::ActNode(void* ctx, int, int) {

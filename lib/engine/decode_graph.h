@@ -20,7 +20,9 @@
 //   disk.l (external, tag disk; signalled from the I/O completion) → sffn_in.l (1:
 //   BeginBundles, whose Acquire then finds the bytes there) run before the FFN's parts, so
 //   the executor charges the wait for the reads to the disk tag
-//   dense:   gate_up.l (P) → act.l (1: activation, down input) → down.l (P)
+//   dense:   gate_up.l (P) → act.l (1: activation, down input) → down.l (P); without an
+//            FfnHook (no sparse runtime) gate_up.l's parts also take the activation and down's
+//            input of their own elements (RunGateUpActPart) and there is no act.l
 //   bundles: sffn.l (P: SparseFfn phase 0) → sffn_mid.l (1) → sffn_down.l (P: phase 1)
 //   split FFN (a device FFN beside the bundles): ffn_in.l's BeginBundles starts the
 //   device's share; three externals dev_up.l → dev_gpu.l → dev_down.l (tags H2D critical,
@@ -103,6 +105,11 @@ class DecodeGraph {
   ~DecodeGraph();
 
  private:
+  // What one part of a fused gate_up.l took: its activation's ns and its end (for the profile).
+  struct alignas(64) PartStamp {
+    int64_t act_ns = 0;
+    int64_t end_ns = 0;
+  };
   struct Layer {
     DecodeGraph* self = nullptr;
     int l = 0;
@@ -113,6 +120,7 @@ class DecodeGraph {
     int disk = -1;      // RAM tier: the external its reads' landing signals
     int dev_load = -1;  // three tiers: the external the step's bundle loads signal
     int dattn_up = -1;  // device layer: the first of the externals dattn_up, _gpu, _down
+    std::vector<PartStamp> gate_up_stamps;  // fused_act_: one per part of gate_up.l
   };
 
   explicit DecodeGraph(Engine::Impl& m);
@@ -120,6 +128,8 @@ class DecodeGraph {
 
   // Adds time since the last mark to op (with `calls` more calls) and moves the mark.
   void Mark(Op op, int calls = 1);
+  // The same up to `until` instead of now (clamped to the last mark).
+  void MarkAt(Op op, int64_t until, int calls);
   // The end of layer l's FFN (one-part nodes after it): sparse finish, residual.
   void FfnEnd(int l);
   // Split FFN, after Begin: hands the step's events to the watcher (or, with no device work
@@ -147,6 +157,7 @@ class DecodeGraph {
   static void WoNode(void* ctx, int part, int n_parts);
   static void FfnInNode(void* ctx, int part, int n_parts);
   static void GateUpNode(void* ctx, int part, int n_parts);
+  static void GateUpActNode(void* ctx, int part, int n_parts);
   static void ActNode(void* ctx, int part, int n_parts);
   static void DownNode(void* ctx, int part, int n_parts);
   static void SparseBeginNode(void* ctx, int part, int n_parts);
@@ -160,6 +171,7 @@ class DecodeGraph {
 
   Engine::Impl& m_;
   bool bundles_ = false;                // the FFN runs on the sparse runtime's bundles
+  bool fused_act_ = false;              // dense, no FfnHook: gate_up.l's parts do act.l's work
   bool split_ = false;                  // ... split with the device (DeviceFfn): device externals
   bool device_steps_ = false;           // device layers or the head: device externals
   int dhead_up_ = -1;                   // the head on the device: its first external

@@ -103,8 +103,8 @@ bool UseGraph(const EngineOptions& options, bool device_work) {
 
 }  // namespace
 
-void PlanLinear(Engine::Impl& m, int n_tokens, const LinearJob* jobs, int n_jobs,
-                LinearPlan* plan) {
+void PlanLinear(Engine::Impl& m, int n_tokens, const LinearJob* jobs, int n_jobs, LinearPlan* plan,
+                int first_act_row) {
   KX_CHECK(n_jobs > 0 && n_jobs <= kMaxLinearJobs);
   LinearPlan& p = *plan;
   p.n_jobs = n_jobs;
@@ -123,8 +123,8 @@ void PlanLinear(Engine::Impl& m, int n_tokens, const LinearJob* jobs, int n_jobs
       p.types[t] = jobs[j].w->type;
       p.tks[t] = m.kernels->For(p.types[t]);
       p.strides[t] = p.tks[t]->act_bytes(p.n_in);
-      p.acts[t] = m.act.data() + region * t;
-      KX_CHECK(p.strides[t] * n_tokens <= region);
+      p.acts[t] = m.act.data() + region * t + p.strides[t] * first_act_row;
+      KX_CHECK(p.strides[t] * (first_act_row + n_tokens) <= region);
       ++p.n_types;
     }
     p.job_type[j] = t;
@@ -137,6 +137,14 @@ void PrepareLinear(const LinearPlan& p, const float* src, int64_t src_ld) {
     for (int b = 0; b < p.n_tokens; ++b) {
       p.tks[t]->quantize_act(src + b * src_ld, p.n_in, p.acts[t] + p.strides[t] * b);
     }
+  }
+}
+
+void PrepareLinearRange(const LinearPlan& p, const float* src, int64_t begin, int64_t end) {
+  KX_CHECK(p.n_tokens == 1 && begin % cpu::kQ16ABlock == 0 &&
+           (end % cpu::kQ16ABlock == 0 || end == p.n_in) && 0 <= begin && end <= p.n_in);
+  for (int t = 0; t < p.n_types; ++t) {
+    p.tks[t]->quantize_act(src + begin, end - begin, p.acts[t] + p.tks[t]->act_bytes(begin));
   }
 }
 
@@ -163,6 +171,20 @@ void RunLinearRows(const LinearPlan& p, int64_t begin, int64_t end) {
     }
     base += w.n_out;
   }
+}
+
+int64_t RunGateUpActPart(Engine::Impl& m, const LinearPlan& gate_up, const LinearPlan& down,
+                         int ith, int nth) {
+  const int64_t ff = m.hp.n_ff;
+  int64_t begin, end;
+  ThreadPool::Split(ff, ith, nth, cpu::kQ16ABlock, &begin, &end);
+  if (begin >= end) return 0;
+  RunLinearRows(gate_up, begin, end);            // gate
+  RunLinearRows(gate_up, ff + begin, ff + end);  // up
+  const int64_t start = NowNs();
+  GatedActivation(m.hp, &m.gate[begin], &m.up[begin], end - begin);
+  PrepareLinearRange(down, m.gate.data(), begin, end);
+  return NowNs() - start;
 }
 
 void PlanAttention(Engine::Impl& m, int layer, int n, AttnPlan* plan) {

@@ -60,14 +60,31 @@ struct LinearPlan {
   int job_type[kMaxLinearJobs] = {};
 };
 
-// Fills *plan for n_tokens rows (KX_CHECKs the jobs share n_in and fit the scratch).
-void PlanLinear(Engine::Impl& m, int n_tokens, const LinearJob* jobs, int n_jobs, LinearPlan* plan);
+// Fills *plan for n_tokens rows (KX_CHECKs the jobs share n_in and fit the scratch). The
+// prepared input goes to the act scratch's token rows from first_act_row on (an op whose
+// input is prepared while another op still reads its own, at row 0, takes row 1).
+void PlanLinear(Engine::Impl& m, int n_tokens, const LinearJob* jobs, int n_jobs, LinearPlan* plan,
+                int first_act_row = 0);
 // Prepares (quantizes) the input rows: n_tokens rows of src_ld floats.
 void PrepareLinear(const LinearPlan& plan, const float* src, int64_t src_ld);
+// One token's input elements [begin, end) only (multiples of cpu::kQ16ABlock, or end = n_in):
+// the bytes PrepareLinear writes for them (TypeKernels: activations are per 32-element block).
+void PrepareLinearRange(const LinearPlan& plan, const float* src, int64_t begin, int64_t end);
 // Thread ith's rows of every job.
 void RunLinearPart(const LinearPlan& plan, int ith, int nth);
 // Rows [begin, end) of the plan's jobs taken together (RunLinearPart's body).
 void RunLinearRows(const LinearPlan& plan, int64_t begin, int64_t end);
+
+// One token's gate and up rows, activation and down input as one parallel op, thread ith of
+// nth's share (the task graph's dense FFN when no FfnHook sees the activations): the same
+// 32-element blocks of n_ff in gate and in up (plan gate_up: the jobs gate, then up), their
+// gated activation, and those elements prepared as down's input. What the serial stages
+// compute, bit for bit: a row's sum does not depend on the split, the activation is
+// element-wise, down's activations are per 32-element block. So the activation (~27 us of
+// std::exp over Qwen 1.5B's 8960, one thread) runs split, without a sync point of its own.
+// Returns the nanoseconds the activation and the preparation took.
+int64_t RunGateUpActPart(Engine::Impl& m, const LinearPlan& gate_up, const LinearPlan& down,
+                         int ith, int nth);
 
 // Attention of n tokens at positions n_past.. over one layer's KV cache, a task per KV head
 // and its query heads (cpu::AttendGroup): per (token, KV head) for a batch; per (KV head,
