@@ -221,12 +221,34 @@ inline __m512i Q5Rotate(__m512i h, int odd) {
   return _mm512_rolv_epi64(h, odd ? _mm512_sub_epi64(r, _mm512_set1_epi64(1)) : r);
 }
 
+// One Q5_K block's 5-bit q as bytes, in Q4_K's lane order: per 64 nibble bytes v, a vpternlog
+// puts the fifth bit above each nibble (byte-wise select: bits 0-3 from v, 4-7 from the rotated
+// qh, of which bit 4 is the wanted one), one AND with 0x1f per 64 bytes clears the rest.
+// b[i]: the low nibbles' q (elements 0..15 of each 32-element block for i = 0, 16..31 for
+// i = 1), b[2 + i]: the high nibbles'. Q5KLanes (words) and Q5KBytesVnni (bytes) both start here.
+[[gnu::always_inline]] inline void Q5KFiveBitBytes(const uint8_t* qs, const uint8_t* qh,
+                                                   __m512i (&b)[4]) {
+  const __m512i va = _mm512_loadu_si512(qs);
+  const __m512i vb = _mm512_loadu_si512(qs + 64);
+  const __m512i v[2] = {_mm512_shuffle_i64x2(va, vb, _MM_SHUFFLE(2, 0, 2, 0)),
+                        _mm512_shuffle_i64x2(va, vb, _MM_SHUFFLE(3, 1, 3, 1))};
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const __m512i low5 = _mm512_set1_epi8(0x1f);
+  constexpr int kSelect = 0xCA;  // a ? b : c, bitwise
+  for (int i = 0; i < 2; ++i) {
+    const __m512i h =
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qh + 16 * i)));
+    b[i] = _mm512_and_si512(_mm512_ternarylogic_epi32(low4, v[i], Q5Rotate(h, 0), kSelect), low5);
+    b[2 + i] = _mm512_and_si512(
+        _mm512_ternarylogic_epi32(low4, _mm512_srli_epi16(v[i], 4), Q5Rotate(h, 1), kSelect),
+        low5);
+  }
+}
+
 // Q5_K in lane order: Q4KLanes' activations, lanes and float steps (the header and the
-// element order are Q4_K's), with 5-bit q words: per 64 nibble bytes v, a vpternlog puts the
-// fifth bit above each nibble (byte-wise select: bits 0-3 from v, 4-7 from the rotated qh,
-// of which bit 4 is the wanted one), one AND with 0x1f per word clears the rest. Exactness:
-// an int32 lane sums 8 products |q·x| ≤ 31·32767, so |sum| < 2^23: exact, and exact as a
-// float, as Q4_K's.
+// element order are Q4_K's), with 5-bit q words: Q5KFiveBitBytes' bytes, each 64 split into
+// the even bytes' words (AND 0x00ff) and the odd bytes' (>> 8). Exactness: an int32 lane sums
+// 8 products |q·x| ≤ 31·32767, so |sum| < 2^23: exact, and exact as a float, as Q4_K's.
 struct Q5KLanes : Q4KLanes {
   static constexpr GgmlType kType = GgmlType::kQ5_K;
   static constexpr size_t kBlockBytes = Q5KLayout::kBlockBytes;
@@ -234,23 +256,14 @@ struct Q5KLanes : Q4KLanes {
   static constexpr size_t kQh = Q5KLayout::kQh;
 
   [[gnu::always_inline]] static inline void Words(const uint8_t* p, __m512i (&w)[8]) {
-    const __m512i va = _mm512_loadu_si512(p + kQs);
-    const __m512i vb = _mm512_loadu_si512(p + kQs + 64);
-    const __m512i v[2] = {_mm512_shuffle_i64x2(va, vb, _MM_SHUFFLE(2, 0, 2, 0)),
-                          _mm512_shuffle_i64x2(va, vb, _MM_SHUFFLE(3, 1, 3, 1))};
-    const __m512i low4 = _mm512_set1_epi8(0x0f);
-    const __m512i low5 = _mm512_set1_epi16(0x1f);
-    constexpr int kSelect = 0xCA;  // a ? b : c, bitwise
-    for (int i = 0; i < 2; ++i) {  // v0: elements 0..15 of each block, v1: 16..31
-      const __m512i h = _mm512_broadcast_i32x4(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kQh + 16 * i)));
-      const __m512i qe = _mm512_ternarylogic_epi32(low4, v[i], Q5Rotate(h, 0), kSelect);
-      const __m512i qo =
-          _mm512_ternarylogic_epi32(low4, _mm512_srli_epi16(v[i], 4), Q5Rotate(h, 1), kSelect);
-      w[2 * i] = _mm512_and_si512(qe, low5);  // Q4KLanes::Words' order
-      w[2 * i + 1] = _mm512_and_si512(_mm512_srli_epi16(qe, 8), low5);
-      w[4 + 2 * i] = _mm512_and_si512(qo, low5);
-      w[5 + 2 * i] = _mm512_and_si512(_mm512_srli_epi16(qo, 8), low5);
+    __m512i b[4];
+    Q5KFiveBitBytes(p + kQs, p + kQh, b);
+    const __m512i low8 = _mm512_set1_epi16(0x00ff);
+    for (int i = 0; i < 2; ++i) {  // Q4KLanes::Words' order
+      w[2 * i] = _mm512_and_si512(b[i], low8);
+      w[2 * i + 1] = _mm512_srli_epi16(b[i], 8);
+      w[4 + 2 * i] = _mm512_and_si512(b[2 + i], low8);
+      w[5 + 2 * i] = _mm512_srli_epi16(b[2 + i], 8);
     }
   }
 

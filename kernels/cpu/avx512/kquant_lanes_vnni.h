@@ -130,8 +130,8 @@ struct Q4KBytesVnni {
   }
 };
 
-// Q5_K on bytes: Q4KBytesVnni's activations, lanes and float steps with 5-bit q bytes (the
-// fifth bit as in Q5KLanes: kquant_lanes.h), one vpternlog select and one AND per 64 bytes.
+// Q5_K on bytes: Q4KBytesVnni's activations, lanes and float steps with 5-bit q bytes
+// (Q5KFiveBitBytes: kquant_lanes.h), one vpternlog select and one AND per 64 bytes.
 // Exactness: Σ q·xh over a lane's 8 elements is ≤ 8·31·128 in magnitude, Σ q·x = 256·Σ q·xh +
 // Σ q·xl exactly, so every int32 lane equals Q5KLanes' and the results are bit-identical.
 struct Q5KBytesVnni : Q4KBytesVnni {
@@ -141,21 +141,7 @@ struct Q5KBytesVnni : Q4KBytesVnni {
   static constexpr size_t kQh = Q5KLayout::kQh;
 
   [[gnu::always_inline]] static inline void Words(const uint8_t* p, __m512i (&w)[4]) {
-    const __m512i va = _mm512_loadu_si512(p + kQs);
-    const __m512i vb = _mm512_loadu_si512(p + kQs + 64);
-    const __m512i v[2] = {_mm512_shuffle_i64x2(va, vb, _MM_SHUFFLE(2, 0, 2, 0)),
-                          _mm512_shuffle_i64x2(va, vb, _MM_SHUFFLE(3, 1, 3, 1))};
-    const __m512i low4 = _mm512_set1_epi8(0x0f);
-    const __m512i low5 = _mm512_set1_epi8(0x1f);
-    constexpr int kSelect = 0xCA;  // a ? b : c, bitwise
-    for (int i = 0; i < 2; ++i) {
-      const __m512i h = _mm512_broadcast_i32x4(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kQh + 16 * i)));
-      w[i] = _mm512_and_si512(_mm512_ternarylogic_epi32(low4, v[i], Q5Rotate(h, 0), kSelect), low5);
-      w[2 + i] = _mm512_and_si512(
-          _mm512_ternarylogic_epi32(low4, _mm512_srli_epi16(v[i], 4), Q5Rotate(h, 1), kSelect),
-          low5);
-    }
+    Q5KFiveBitBytes(p + kQs, p + kQh, w);
   }
 
   template <bool kVnni, int C>
