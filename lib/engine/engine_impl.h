@@ -164,4 +164,12 @@ inline size_t KvHeadOffset(const Engine::Impl& m, int layer, int head) {
 
 const char* OpName(Op op);
 
+// engine_device.cc: EngineOptions::device → m.device (the attention layers and the head on
+// the device), or none.
+absl::Status OpenDeviceLayers(Engine::Impl& m);
+// EngineOptions::vram_ffn → m.device_ffn, the split FFN in what the device has left, or none.
+absl::Status OpenDeviceFfn(Engine::Impl& m);
+// The first device error of the attention layers or the split FFN (sticky), or OK.
+absl::Status DeviceStatus(const Engine::Impl& m);
+
 }  // namespace kx
