@@ -292,20 +292,21 @@ TEST_CASE("graph decode under a RAM budget: waits for slow reads are charged to 
                       << " disk " << disk << "; tier io_wait: graph engine " << gt.io_wait_ns
                       << " (" << gt.layer_steps << " steps), pool engine " << pt.io_wait_ns << " ("
                       << pt.layer_steps << " steps)");
-  // Each decode token's 3 layer steps read at least once (25 %: most groups are not
-  // resident), each read >= 2 ms after its Prepare.
-  CHECK(disk > kDelayUs * 1000LL * st->runs);
+  // How long each path waits depends on the load, not only on the delay: each token's 3
+  // layer steps read at least once (25 %: most groups are not resident), each read >= 2 ms
+  // after its Prepare, but the compute between the Prepare and the use overlaps it, and on a
+  // starved CPU that compute outlasts the delay (measured: nice -n 10 at load 8, the pool path
+  // waited 3.8 of 24 ms; another run, beside three builds, 15.9 of 24 ms). So both
+  // paths must wait (the reads are late), and the graph must charge what it waits to disk.
+  CHECK(disk > 0);
+  CHECK(gt.io_wait_ns > 0);
+  CHECK(pt.io_wait_ns > 0);
   // The tier measures the same wait (NotifyWhenRead to the landing) as on the pool path,
   // where Acquire blocks; the executor counts it only while every thread was idle, which
   // on this chain is all of it but the last node's tail and a thread's wake-up.
-  CHECK(gt.io_wait_ns > kDelayUs * 1000LL * st->runs);
   CHECK(disk <= st->external_wait_ns);
   CHECK(disk > gt.io_wait_ns / 2);
   CHECK(disk < gt.io_wait_ns * 2);
-  // The pool path waits too, but how long depends on the load: its compute overlaps the
-  // same reads, and on a starved CPU (measured: nice -n 10 at load 8) it hid all but 3.8 of
-  // 24 ms. That it waited at all is what this test needs of it.
-  CHECK(pt.io_wait_ns > 0);
 }
 
 namespace {
