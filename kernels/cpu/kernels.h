@@ -50,7 +50,7 @@ struct TypeKernels {
   // activations are per kQ16ABlock elements, laid end to end: for b and e multiples of 32,
   // preparing x + b over e - b elements (even for a K-quant) writes what preparing all of x
   // writes at [act_bytes(b), act_bytes(e)). The decode graph prepares FFN down's input in
-  // pieces on every thread (engine/forward_ops.h, RunGateUpActPart).
+  // pieces on every thread (engine/forward_ops.h, RunGateUpActRange).
   void (*quantize_act)(const float* x, int64_t n, void* dst);
   // y[r] = Σ_i W[r][i]·x[i] for r < rows; row r starts at w + r·row_bytes.
   void (*matvec)(const void* w, size_t row_bytes, int64_t n, int64_t rows, const void* act,

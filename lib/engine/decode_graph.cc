@@ -1,17 +1,40 @@
 #include "engine/decode_graph.h"
 
 #include <algorithm>
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
 #include "base/timer.h"
+#include "kernels/cpu/kernels.h"
 
 namespace kx {
 namespace {
 
 // The nodes of a layer are named "<what>.<layer>"; TaskGraph keeps the names.
 std::string Name(const char* what, int l) { return absl::StrCat(what, ".", l); }
+
+// Weights per stealable unit of a matvec node (docs/dag.md): large, so that an owner's claim
+// (one uncontended compare-and-swap) and a kernel call's set-up (its activations' preparation,
+// 35 super-blocks for Qwen 1.5B's FFN down) are small against the unit's stream (~20 us at
+// 13 GB/s), and small enough against the joins' measured imbalance (gate_up's parts ended
+// ~74 us apart, ~1 MB of weights; the head's ~540 us) to even it out.
+constexpr int64_t kStealUnitBytes = 256 << 10;
+// Rows per unit are a multiple of this: keeps the kernels' multi-row inner loops full (the
+// static split's kRowAlign in forward.cc). The fused gate_up's units are whole 32-element
+// blocks of n_ff (cpu::kQ16ABlock, a multiple of it).
+constexpr int64_t kStealRowAlign = 8;
+
+// Bytes per row of a plan's jobs, on average (Q/K/V may mix weight types).
+int64_t RowBytes(const LinearPlan& p) {
+  int64_t bytes = 0;
+  for (int j = 0; j < p.n_jobs; ++j) {
+    bytes += p.jobs[j].w->n_out * static_cast<int64_t>(p.jobs[j].w->row_bytes);
+  }
+  return p.total_rows > 0 ? bytes / p.total_rows : 1;
+}
 
 }  // namespace
 
@@ -63,6 +86,8 @@ absl::Status DecodeGraph::Build() {
   }
   n_parts_ = m.pool->size();
   const int P = n_parts_;
+  steal_unit_bytes_ =
+      m.options.debug_steal_unit_bytes > 0 ? m.options.debug_steal_unit_bytes : kStealUnitBytes;
   // FfnActStage's hook is the sparse runtime (masked-dense masks the activations there).
   // Its parts prepare down's input while other parts still read gate/up's, so down's goes to
   // the act scratch's second token row, which a batch size of 1 does not have.
@@ -100,6 +125,15 @@ absl::Status DecodeGraph::Build() {
     PlanLinear(m, 1, gate_up, 2, &L.gate_up);
     const LinearJob down[] = {{&W.ffn_down, m.ffo.data(), d}};
     PlanLinear(m, 1, down, 1, &L.down, fused_act_ ? 1 : 0);
+    PlanSteal(L.qkv.total_rows, RowBytes(L.qkv), kStealRowAlign, &L.qkv_s);
+    PlanSteal(L.wo.total_rows, RowBytes(L.wo), kStealRowAlign, &L.wo_s);
+    if (fused_act_) {
+      // A unit is n_ff elements: a row of gate and one of up each.
+      PlanSteal(ff, 2 * RowBytes(L.gate_up), cpu::kQ16ABlock, &L.gate_up_s);
+    } else {
+      PlanSteal(L.gate_up.total_rows, RowBytes(L.gate_up), kStealRowAlign, &L.gate_up_s);
+    }
+    PlanSteal(L.down.total_rows, RowBytes(L.down), kStealRowAlign, &L.down_s);
 
     chain(AttnInNode, &L, 1, Name("attn_in", l));
     if (m.device != nullptr && m.device->OnDevice(l)) {
@@ -163,6 +197,7 @@ absl::Status DecodeGraph::Build() {
   }
   const LinearJob head[] = {{&m.w.output, nullptr, hp.n_vocab}};  // dst: set per token
   PlanLinear(m, 1, head, 1, &head_);
+  PlanSteal(head_.total_rows, RowBytes(head_), kStealRowAlign, &head_s_);
   chain(OutNode, this, 1, "out");
   if (m.device != nullptr && m.device->head()) {
     dhead_up_ = external(prev, "dhead_up", -1, DecodeGraphStats::kH2dCritical);
@@ -176,9 +211,55 @@ absl::Status DecodeGraph::Build() {
   return g_.Finalize();
 }
 
+void DecodeGraph::PlanSteal(int64_t n, int64_t row_bytes, int64_t align, Stealable* s) const {
+  s->ranges.Init(n_parts_);
+  s->n = n;
+  const int64_t rows = std::max<int64_t>(1, steal_unit_bytes_ / std::max<int64_t>(1, row_bytes));
+  s->unit = (rows + align - 1) / align * align;
+}
+
+void DecodeGraph::ArmSteal() {
+  if (n_parts_ == 1) return;  // RunStealing does not take units
+  for (Layer& L : layers_) {
+    for (Stealable* s : {&L.qkv_s, &L.wo_s, &L.gate_up_s, &L.down_s}) s->ranges.Arm(s->n_units());
+  }
+  head_s_.ranges.Arm(head_s_.n_units());
+}
+
+int64_t DecodeGraph::stolen_units() const {
+  int64_t n = head_s_.ranges.stolen();
+  for (const Layer& L : layers_) {
+    n += L.qkv_s.ranges.stolen() + L.wo_s.ranges.stolen() + L.gate_up_s.ranges.stolen() +
+         L.down_s.ranges.stolen();
+  }
+  return n;
+}
+
+template <class Fn>
+void DecodeGraph::RunStealing(Stealable& s, int part, int n_parts, Fn&& fn) const {
+  if (n_parts == 1) {
+    fn(int64_t{0}, s.n);
+    return;
+  }
+  int64_t u;
+  const int delay_us = part == 0 ? m_.options.debug_steal_delay_us : 0;
+  while (s.ranges.TakeOwn(part, &u)) {
+    if (delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+    fn(u * s.unit, std::min(s.n, (u + 1) * s.unit));
+  }
+  while (s.ranges.Steal(part, &u)) fn(u * s.unit, std::min(s.n, (u + 1) * s.unit));
+}
+
+void DecodeGraph::RunLinearStealing(const LinearPlan& p, Stealable& s, int part,
+                                    int n_parts) const {
+  RunStealing(s, part, n_parts, [&](int64_t begin, int64_t end) { RunLinearRows(p, begin, end); });
+}
+
 void DecodeGraph::Run(int32_t token, float* logits_dst) {
   token_ = token;
   logits_ = logits_dst;
+  // Before Reset: its release (and the pool's start) publishes the ranges to the parts.
+  ArmSteal();
   g_.Reset();
   mark_ns_ = NowNs();
   stats_ = exec_.Run(g_);
@@ -281,7 +362,8 @@ void DecodeGraph::AttnInNode(void* ctx, int, int) {
 }
 
 void DecodeGraph::QkvNode(void* ctx, int part, int n_parts) {
-  RunLinearPart(static_cast<Layer*>(ctx)->qkv, part, n_parts);
+  Layer& L = *static_cast<Layer*>(ctx);
+  L.self->RunLinearStealing(L.qkv, L.qkv_s, part, n_parts);
 }
 
 void DecodeGraph::RopeNode(void* ctx, int, int) {
@@ -312,7 +394,8 @@ void DecodeGraph::WoInNode(void* ctx, int, int) {
 }
 
 void DecodeGraph::WoNode(void* ctx, int part, int n_parts) {
-  RunLinearPart(static_cast<Layer*>(ctx)->wo, part, n_parts);
+  Layer& L = *static_cast<Layer*>(ctx);
+  L.self->RunLinearStealing(L.wo, L.wo_s, part, n_parts);
 }
 
 void DecodeGraph::FfnInNode(void* ctx, int, int) {
@@ -345,12 +428,18 @@ void DecodeGraph::FfnInNode(void* ctx, int, int) {
 }
 
 void DecodeGraph::GateUpNode(void* ctx, int part, int n_parts) {
-  RunLinearPart(static_cast<Layer*>(ctx)->gate_up, part, n_parts);
+  Layer& L = *static_cast<Layer*>(ctx);
+  L.self->RunLinearStealing(L.gate_up, L.gate_up_s, part, n_parts);
 }
 
 void DecodeGraph::GateUpActNode(void* ctx, int part, int n_parts) {
   Layer& L = *static_cast<Layer*>(ctx);
-  const int64_t act_ns = RunGateUpActPart(L.self->m_, L.gate_up, L.down, part, n_parts);
+  DecodeGraph& s = *L.self;
+  // Units are n_ff elements: gate's and up's rows, their activation and down's input for them.
+  int64_t act_ns = 0;
+  s.RunStealing(L.gate_up_s, part, n_parts, [&](int64_t begin, int64_t end) {
+    act_ns += RunGateUpActRange(s.m_, L.gate_up, L.down, begin, end);
+  });
   L.gate_up_stamps[static_cast<size_t>(part)] = PartStamp{act_ns, NowNs()};
 }
 
@@ -366,7 +455,8 @@ void DecodeGraph::ActNode(void* ctx, int, int) {
 }
 
 void DecodeGraph::DownNode(void* ctx, int part, int n_parts) {
-  RunLinearPart(static_cast<Layer*>(ctx)->down, part, n_parts);
+  Layer& L = *static_cast<Layer*>(ctx);
+  L.self->RunLinearStealing(L.down, L.down_s, part, n_parts);
 }
 
 void DecodeGraph::BeginFfn(const Layer& L) {
@@ -474,7 +564,7 @@ void DecodeGraph::OutNode(void* ctx, int, int) {
 void DecodeGraph::HeadNode(void* ctx, int part, int n_parts) {
   auto* self = static_cast<DecodeGraph*>(ctx);
   if (self->logits_ == nullptr) return;
-  RunLinearPart(self->head_, part, n_parts);
+  self->RunLinearStealing(self->head_, self->head_s_, part, n_parts);
 }
 
 void DecodeGraph::HeadDoneNode(void* ctx, int, int) {
@@ -489,6 +579,10 @@ const DecodeGraphStats* Engine::decode_graph_stats() const {
 
 const graph::TaskGraph* Engine::decode_task_graph() const {
   return impl_->decode_graph != nullptr ? &impl_->decode_graph->graph() : nullptr;
+}
+
+int64_t Engine::DecodeGraphStolenUnits() const {
+  return impl_->decode_graph != nullptr ? impl_->decode_graph->stolen_units() : 0;
 }
 
 int64_t Engine::DecodeGraphParts() const {

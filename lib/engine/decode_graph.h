@@ -45,22 +45,21 @@
 // stall is charged to the part of the step it waited for.
 // then out (1: last FFN end, output norm, head input) → head (P: lm head rows); with the
 // head on the device, out enqueues it (BeginHead) → dhead_up → dhead_gpu → dhead_down →
-// head_done (1: EndStep). The softcap runs on the caller after the graph. Every node depends on the
-// one before (a chain: each op reads what the previous one wrote) with one
-// exception, where the graph overlaps work the pool path serializes: on
-// bundles without a RAM tier, with 2+ threads and the fused sparse kernel,
-// layer l ≥ 1's predictor (which predicts layer l+1 into the other mask
-// slot) is its own node predict.l beside the FFN, whose parts are then 2P
-// finer chunks (same y: the fused kernel's output does not depend on the
-// part count) so the other threads keep busy while one predicts; the next
-// layer waits for both. Under a tier the predictor also starts reads
-// (BundleTier::Prepare), which must not race with the FFN's Acquire/Release.
+// head_done (1: EndStep). The softcap runs on the caller after the graph.
+// With P >= 2 the matvec nodes (qkv, wo, gate_up, down, head) steal: each part owns a
+// contiguous range of the node's rows in units of ~kStealUnitBytes of weights, takes them from
+// its front, then takes units from the back of the other parts' ranges (graph/part_ranges.h),
+// so a thread on a slower core does not hold the other at the join; a row is still computed
+// by one kernel call, the same bits whichever thread computes it (docs/dag.md).
+// Every node depends on the one before (a chain: each op reads what the previous one
+// wrote); the next layer's predictor runs inside ffn_in (decode_graph.cc says why it is not a
+// node of its own). Under a tier the predictor also starts reads (BundleTier::Prepare), which
+// must not race with the FFN's Acquire/Release: the chain orders them.
 
 //
 // Profiling: the one-part nodes of the chain take timestamps and attribute
 // the time since the previous one's end to the P-part op in between (so
-// OpProfile keeps working; a P-part op's time includes its dispatch; an
-// overlapped predict.l times itself and also counts in ffn_sparse). Costs a
+// OpProfile keeps working; a P-part op's time includes its dispatch). Costs a
 // few NowNs per node.
 #pragma once
 
@@ -73,6 +72,7 @@
 #include "engine/engine_impl.h"
 #include "engine/forward_ops.h"
 #include "graph/cpu_executor.h"
+#include "graph/part_ranges.h"
 #include "graph/task_graph.h"
 
 namespace kx {
@@ -87,6 +87,8 @@ class DecodeGraph {
   // Whether the plan still fits the engine (the sparse runtime may stop
   // using bundles, e.g. when its trace fails); if not, build a new one.
   bool Current() const;
+  // Units the stealable nodes' parts took from other parts' ranges, over every run so far.
+  int64_t stolen_units() const;
 
   // Evaluates `token` at position m.n_past (does not advance it); writes the
   // logits (n_vocab) to logits_dst unless it is null. Needs the pool hot.
@@ -110,10 +112,19 @@ class DecodeGraph {
     int64_t act_ns = 0;
     int64_t end_ns = 0;
   };
+  // A P-part matvec node's work in stealable units (graph/part_ranges.h): rows of its plan
+  // (the fused gate_up: n_ff elements, each a row of gate and one of up).
+  struct Stealable {
+    graph::PartRanges ranges;
+    int64_t n = 0;     // rows (elements) in all
+    int64_t unit = 1;  // rows (elements) per unit: a multiple of the node's alignment
+    int64_t n_units() const { return (n + unit - 1) / unit; }
+  };
   struct Layer {
     DecodeGraph* self = nullptr;
     int l = 0;
     LinearPlan qkv, wo, gate_up, down;
+    Stealable qkv_s, wo_s, gate_up_s, down_s;
     AttnPlan attn;
     int ffn_parts = 1;  // bundles: parts of the sparse FFN's nodes
     int dev_up = -1;    // split FFN: the first of the externals dev_up, dev_gpu, dev_down
@@ -125,6 +136,17 @@ class DecodeGraph {
 
   explicit DecodeGraph(Engine::Impl& m);
   absl::Status Build();
+
+  // Units for n rows (elements) of row_bytes bytes each, in multiples of align rows.
+  void PlanSteal(int64_t n, int64_t row_bytes, int64_t align, Stealable* s) const;
+  // Part `part` of a stealable node: fn(begin, end) for each unit of rows it takes (its own,
+  // then stolen ones); with one part, fn(0, n) once.
+  template <class Fn>
+  void RunStealing(Stealable& s, int part, int n_parts, Fn&& fn) const;
+  // Arms every stealable node's ranges for the next run.
+  void ArmSteal();
+  // A linear node's part: RunLinearRows over the units it takes.
+  void RunLinearStealing(const LinearPlan& p, Stealable& s, int part, int n_parts) const;
 
   // Adds time since the last mark to op (with `calls` more calls) and moves the mark.
   void Mark(Op op, int calls = 1);
@@ -183,6 +205,8 @@ class DecodeGraph {
   graph::CpuExecutor exec_;
   std::vector<Layer> layers_;
   LinearPlan head_;
+  Stealable head_s_;
+  int64_t steal_unit_bytes_ = 0;  // weights per stealable unit
   graph::RunStats stats_;
   // Per token, written before the run (or by serial nodes, ordered by the graph).
   int32_t token_ = 0;

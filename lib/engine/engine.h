@@ -98,6 +98,11 @@ struct EngineOptions {
   // Tests' negative control: the decode graph signals its device externals without waiting
   // for the device's events (DecodeGraphStats::early_signals then counts the steps).
   bool debug_graph_signal_early = false;
+  // Tests: the decode graph's stealable matvec units (docs/dag.md) are this many bytes of
+  // weights instead of the default (0), and part 0 of each such node sleeps this long before
+  // each unit of its own range, so that the other parts steal from it.
+  int64_t debug_steal_unit_bytes = 0;
+  int debug_steal_delay_us = 0;
 
   // The device (lib/device; engine/device_layers.h). With "sim" or "cuda" the non-FFN part of
   // the first layers — norms, Q/K/V/O, RoPE, attention with that layer's KV cache — and the
@@ -227,6 +232,9 @@ class Engine {
   // Task parts one decode token runs on the task graph (EngineOptions::executor
   // kGraph; engine/decode_graph.h), 0 until a token used it.
   int64_t DecodeGraphParts() const;
+  // Units of matvec rows the decode graph's parts stole from each other's ranges since it
+  // was built (docs/dag.md; 0 with one thread or before a token used it).
+  int64_t DecodeGraphStolenUnits() const;
   // The decode graph's stalls with the split FFN or a RAM tier (null while no decode graph
   // with device or disk externals ran since the engine was made). Valid until the next Eval.
   const DecodeGraphStats* decode_graph_stats() const;

@@ -173,11 +173,9 @@ void RunLinearRows(const LinearPlan& p, int64_t begin, int64_t end) {
   }
 }
 
-int64_t RunGateUpActPart(Engine::Impl& m, const LinearPlan& gate_up, const LinearPlan& down,
-                         int ith, int nth) {
+int64_t RunGateUpActRange(Engine::Impl& m, const LinearPlan& gate_up, const LinearPlan& down,
+                          int64_t begin, int64_t end) {
   const int64_t ff = m.hp.n_ff;
-  int64_t begin, end;
-  ThreadPool::Split(ff, ith, nth, cpu::kQ16ABlock, &begin, &end);
   if (begin >= end) return 0;
   RunLinearRows(gate_up, begin, end);            // gate
   RunLinearRows(gate_up, ff + begin, ff + end);  // up

@@ -75,16 +75,18 @@ void RunLinearPart(const LinearPlan& plan, int ith, int nth);
 // Rows [begin, end) of the plan's jobs taken together (RunLinearPart's body).
 void RunLinearRows(const LinearPlan& plan, int64_t begin, int64_t end);
 
-// One token's gate and up rows, activation and down input as one parallel op, thread ith of
-// nth's share (the task graph's dense FFN when no FfnHook sees the activations): the same
-// 32-element blocks of n_ff in gate and in up (plan gate_up: the jobs gate, then up), their
-// gated activation, and those elements prepared as down's input. What the serial stages
-// compute, bit for bit: a row's sum does not depend on the split, the activation is
-// element-wise, down's activations are per 32-element block. So the activation (~27 us of
-// std::exp over Qwen 1.5B's 8960, one thread) runs split, without a sync point of its own.
-// Returns the nanoseconds the activation and the preparation took.
-int64_t RunGateUpActPart(Engine::Impl& m, const LinearPlan& gate_up, const LinearPlan& down,
-                         int ith, int nth);
+// One token's gate and up rows, activation and down input for n_ff elements [begin, end) (a
+// multiple of cpu::kQ16ABlock apart, or end = n_ff) as one piece of a parallel op (the task
+// graph's dense FFN when no FfnHook sees the activations): the same 32-element blocks of
+// n_ff in gate and in up (plan gate_up: the jobs gate, then up), their gated activation, and
+// those elements prepared as down's input. What the serial stages compute, bit for bit: a
+// row's sum does not depend on the split, the activation is element-wise, down's activations
+// are per 32-element block. So the activation (~27 us of std::exp over Qwen 1.5B's 8960, one
+// thread) runs split, without a sync point of its own, and any thread may run any piece
+// (the graph's parts steal them: docs/dag.md). Returns the nanoseconds the activation and
+// the preparation took.
+int64_t RunGateUpActRange(Engine::Impl& m, const LinearPlan& gate_up, const LinearPlan& down,
+                          int64_t begin, int64_t end);
 
 // Attention of n tokens at positions n_past.. over one layer's KV cache, a task per KV head
 // and its query heads (cpu::AttendGroup): per (token, KV head) for a batch; per (KV head,

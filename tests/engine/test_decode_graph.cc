@@ -9,7 +9,8 @@
 // reads made 2 ms late the graph charges its stalls to the disk tag,
 // consistently with the tier's own measure of its wait. Without a tier the
 // plan has no externals. --tier-log carries the graph's per-token stalls on
-// each token's last line, summing to the run's DecodeGraphStats.
+// each token's last line, summing to the run's DecodeGraphStats. With stealing forced (units
+// of 8 rows, part 0 slowed) the logits stay equal and the steal counter proves it happened.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -97,9 +98,19 @@ const Prepared& Tiny(const std::string& arch, bool with_sidecar) {
 
 enum class Mode { kDense, kSparse, kMaskedDense, kTiered };
 
+// Forced stealing (the decode graph's matvec nodes, docs/dag.md): units of one row alignment
+// (8 rows; 32 elements of the fused FFN), and part 0 sleeps this long before each unit of its
+// own range, so the other parts take its units from the back in every such node.
+constexpr int kStealDelayUs = 100;
+
 std::unique_ptr<kx::Engine> Load(const std::string& arch, Mode mode, Executor exec, int threads,
-                                 int io_delay_us = 0, const std::string& tier_log = "") {
+                                 int io_delay_us = 0, const std::string& tier_log = "",
+                                 bool force_steal = false) {
   kx::EngineOptions o;
+  if (force_steal) {
+    o.debug_steal_unit_bytes = 1;
+    o.debug_steal_delay_us = kStealDelayUs;
+  }
   o.debug_io_delay_us = io_delay_us;
   o.tier_log = tier_log;
   o.n_threads = threads;
@@ -193,16 +204,16 @@ void CheckPlan(const kx::Engine& e, bool tiered) {
   CHECK(st->external_wait_ns <= st->wall_ns);
 }
 
-void CheckSame(const std::string& arch, Mode mode, int threads) {
+void CheckSame(const std::string& arch, Mode mode, int threads, bool force_steal = false) {
   INFO(arch << (mode == Mode::kDense         ? " dense"
                 : mode == Mode::kSparse      ? " sparse"
                 : mode == Mode::kMaskedDense ? " masked-dense"
                                              : " tiered")
-            << ", " << threads << " thread(s)");
+            << ", " << threads << " thread(s)" << (force_steal ? ", stealing forced" : ""));
   // 20 tokens: past gemma3's 5-position window on its local layers.
   const auto tokens = kx::test::RandomTokens(1000 + threads, 20);
   auto pool = Load(arch, mode, Executor::kPool, threads);
-  auto graph = Load(arch, mode, Executor::kGraph, threads);
+  auto graph = Load(arch, mode, Executor::kGraph, threads, 0, "", force_steal);
   if (mode != Mode::kDense) {
     REQUIRE(pool->sparse() != nullptr);
     REQUIRE(graph->sparse() != nullptr);
@@ -230,6 +241,14 @@ void CheckSame(const std::string& arch, Mode mode, int threads) {
     CHECK(pool->sparse()->stats().kept == graph->sparse()->stats().kept);
     CHECK(graph->sparse()->stats().layer_tokens > 0);
   }
+  // Stealing happened where it was forced (so the equality above covers stolen rows), and
+  // the pool path never steals.
+  CHECK(pool->DecodeGraphStolenUnits() == 0);
+  if (force_steal) {
+    INFO("stolen units " << graph->DecodeGraphStolenUnits());
+    CHECK(graph->DecodeGraphStolenUnits() > 0);
+  }
+  if (threads == 1) CHECK(graph->DecodeGraphStolenUnits() == 0);
 }
 
 }  // namespace
@@ -240,6 +259,16 @@ TEST_CASE("graph decode equals pool decode: llama, dense") {
 
 TEST_CASE("graph decode equals pool decode: gemma3, dense") {
   for (int threads : {1, 2}) CheckSame("gemma3", Mode::kDense, threads);
+}
+
+TEST_CASE("graph decode equals pool decode with stealing forced: llama and gemma3") {
+  // Dense (gate_up's parts fused with the activation) and masked-dense (gate_up, act, down),
+  // 2 and 3 threads (3: a thief chooses among two victims).
+  for (int threads : {2, 3}) {
+    CheckSame("llama", Mode::kDense, threads, true);
+    CheckSame("gemma3", Mode::kDense, threads, true);
+    CheckSame("llama", Mode::kMaskedDense, threads, true);
+  }
 }
 
 TEST_CASE("graph decode equals pool decode: llama, sparse over bundles") {
