@@ -22,10 +22,8 @@ std::string Name(const char* what, int l) { return absl::StrCat(what, ".", l); }
 // 13 GB/s), and small enough against the joins' measured imbalance (gate_up's parts ended
 // ~74 us apart, ~1 MB of weights; the head's ~540 us) to even it out.
 constexpr int64_t kStealUnitBytes = 256 << 10;
-// Rows per unit are a multiple of this: keeps the kernels' multi-row inner loops full (the
-// static split's kRowAlign in forward.cc). The fused gate_up's units are whole 32-element
-// blocks of n_ff (cpu::kQ16ABlock, a multiple of it).
-constexpr int64_t kStealRowAlign = 8;
+// Rows per unit are a multiple of kRowAlign (forward_ops.h), as in the static split; the
+// fused gate_up's units are whole 32-element blocks of n_ff (cpu::kQ16ABlock, a multiple of it).
 
 // Bytes per row of a plan's jobs, on average (Q/K/V may mix weight types).
 int64_t RowBytes(const LinearPlan& p) {
@@ -125,15 +123,15 @@ absl::Status DecodeGraph::Build() {
     PlanLinear(m, 1, gate_up, 2, &L.gate_up);
     const LinearJob down[] = {{&W.ffn_down, m.ffo.data(), d}};
     PlanLinear(m, 1, down, 1, &L.down, fused_act_ ? 1 : 0);
-    PlanSteal(L.qkv.total_rows, RowBytes(L.qkv), kStealRowAlign, &L.qkv_s);
-    PlanSteal(L.wo.total_rows, RowBytes(L.wo), kStealRowAlign, &L.wo_s);
+    PlanSteal(L.qkv.total_rows, RowBytes(L.qkv), kRowAlign, &L.qkv_s);
+    PlanSteal(L.wo.total_rows, RowBytes(L.wo), kRowAlign, &L.wo_s);
     if (fused_act_) {
       // A unit is n_ff elements: a row of gate and one of up each.
       PlanSteal(ff, 2 * RowBytes(L.gate_up), cpu::kQ16ABlock, &L.gate_up_s);
     } else {
-      PlanSteal(L.gate_up.total_rows, RowBytes(L.gate_up), kStealRowAlign, &L.gate_up_s);
+      PlanSteal(L.gate_up.total_rows, RowBytes(L.gate_up), kRowAlign, &L.gate_up_s);
     }
-    PlanSteal(L.down.total_rows, RowBytes(L.down), kStealRowAlign, &L.down_s);
+    PlanSteal(L.down.total_rows, RowBytes(L.down), kRowAlign, &L.down_s);
 
     chain(AttnInNode, &L, 1, Name("attn_in", l));
     if (m.device != nullptr && m.device->OnDevice(l)) {
@@ -197,7 +195,7 @@ absl::Status DecodeGraph::Build() {
   }
   const LinearJob head[] = {{&m.w.output, nullptr, hp.n_vocab}};  // dst: set per token
   PlanLinear(m, 1, head, 1, &head_);
-  PlanSteal(head_.total_rows, RowBytes(head_), kStealRowAlign, &head_s_);
+  PlanSteal(head_.total_rows, RowBytes(head_), kRowAlign, &head_s_);
   chain(OutNode, this, 1, "out");
   if (m.device != nullptr && m.device->head()) {
     dhead_up_ = external(prev, "dhead_up", -1, DecodeGraphStats::kH2dCritical);

@@ -24,10 +24,6 @@ namespace {
 // holds Q8_0 blocks with KvType::kQ8_0); offsets are always even.
 uint16_t* KvF16(uint8_t* p) { return reinterpret_cast<uint16_t*>(p); }
 
-// Rows per unit when splitting a linear op across threads: keeps the kernels'
-// multi-row inner loops full.
-constexpr int64_t kRowAlign = 8;
-
 void AddBias(float* dst, const WeightRef& bias, int n) {
   const auto* b = reinterpret_cast<const float*>(bias.data);
   for (int i = 0; i < n; ++i) dst[i] += b[i];

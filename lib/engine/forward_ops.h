@@ -70,6 +70,9 @@ void PrepareLinear(const LinearPlan& plan, const float* src, int64_t src_ld);
 // One token's input elements [begin, end) only (multiples of cpu::kQ16ABlock, or end = n_in):
 // the bytes PrepareLinear writes for them (TypeKernels: activations are per 32-element block).
 void PrepareLinearRange(const LinearPlan& plan, const float* src, int64_t begin, int64_t end);
+// Rows per unit when splitting a linear op across threads (RunLinearPart's static split, the
+// decode graph's stealable units): keeps the kernels' multi-row inner loops full.
+inline constexpr int64_t kRowAlign = 8;
 // Thread ith's rows of every job.
 void RunLinearPart(const LinearPlan& plan, int ith, int nth);
 // Rows [begin, end) of the plan's jobs taken together (RunLinearPart's body).
