@@ -22,7 +22,7 @@
 //   the executor charges the wait for the reads to the disk tag
 //   dense:   gate_up.l (P) → act.l (1: activation, down input) → down.l (P); without an
 //            FfnHook (no sparse runtime) gate_up.l's parts also take the activation and down's
-//            input of their own elements (RunGateUpActPart) and there is no act.l
+//            input of their own elements (RunGateUpActRange) and there is no act.l
 //   bundles: sffn.l (P: SparseFfn phase 0) → sffn_mid.l (1) → sffn_down.l (P: phase 1)
 //   split FFN (a device FFN beside the bundles): ffn_in.l's BeginBundles starts the
 //   device's share; three externals dev_up.l → dev_gpu.l → dev_down.l (tags H2D critical,
