@@ -374,12 +374,35 @@ struct KLaneTiles {
   // 2 MiB pages, load 7-8; docs/performance.md): Q4_K 8960x1536 14.1 → 15.2 GB/s, 1536x8960
   // 12.5 → 13.2, Q6_K 1536x8960 12.4 → 13.3, the LM head 13.4 → 15.3; in L2 unchanged.
   static constexpr int kL1PrefetchTiles = 1;
+  // ...but only while a tile is short (up to 16 KiB: every matrix of a 7B-class model but its
+  // FFN down, n = 4096: 9–13 KiB for four rows). A tile of long rows (FFN down of Qwen 1.5B,
+  // n = 8960: 20–29 KiB) one tile ahead in the L1, beside that row's prepared activations
+  // (22–29 KiB), overflowed a 32–48 KiB L1 and evicted lines before their use; there the near
+  // prefetch runs kL1LeadBytes / R ahead in each of the tile's own rows instead, the same few
+  // KiB of lead in all. Measured (2026-12-02, AMD Zen 5, one thread; docs/performance.md):
+  // `bench_kernels --model qwen1.5b --isa avx512vnni --huge-pages`, 1536x8960 from DRAM, three
+  // runs each, medians: Q4_K 25.0 → 28.3 GB/s, Q6_K 22.4 → 25.3 (in-row leads of 512 B, 768 B,
+  // 2 KiB and 4 KiB per row were no better); Qwen 1.5B decode's ffn_down 12.5 → 11.7 ms per
+  // token (10 of 10 alternating kairox-bench pairs faster). Tiles between 9 and 20 KiB were
+  // not measured, hence the threshold's place.
+  static constexpr int64_t kL1TileMaxBytes = 16384;
+  static constexpr int64_t kL1LeadBytes = 4096;
   static constexpr int kLine = 64;
+
+  // The near prefetch's distance in bytes from the line being read. Matmul (C > 1) keeps
+  // the tile ahead: it runs a row in chunks of kChunkSb super-blocks, so a lead inside the
+  // row would fetch the next chunk, read only after every other row's chunk.
+  template <int R, int C>
+  static int64_t NearPrefetchBytes(size_t row_bytes) {
+    const int64_t tile = R * static_cast<int64_t>(row_bytes);
+    return C > 1 || tile <= kL1TileMaxBytes ? kL1PrefetchTiles * tile : kL1LeadBytes / R;
+  }
 
   template <int R, int C>
   static void Tile(const TileArgs& args, int64_t r0, int64_t c0) {
     const TileArgs t = args;  // a local copy: no reloads through the reference
     const int64_t nsb = t.n / kQK_K;
+    const int64_t near = NearPrefetchBytes<R, C>(t.row_bytes);
     // One chunk (matmul) or many (matvec): each reduced and added at its end, so a row's
     // bits do not depend on how many chunks one call spans.
     for (int64_t s0 = 0; s0 == 0 || s0 < nsb; s0 += kChunkSb) {
@@ -387,7 +410,7 @@ struct KLaneTiles {
       __m512 acc[R][C];
       for (int r = 0; r < R; ++r)
         for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
-      for (int64_t sb = s0; sb < s1; ++sb) Step<R, C>(t, r0, c0, sb, acc);
+      for (int64_t sb = s0; sb < s1; ++sb) Step<R, C>(t, r0, c0, sb, near, acc);
       for (int r = 0; r < R; ++r) {
         for (int c = 0; c < C; ++c) {
           float& y = t.y[(c0 + c) * t.ldy + r0 + r];
@@ -398,10 +421,10 @@ struct KLaneTiles {
     }
   }
 
-  // Super-block sb of the tile's rows into acc.
+  // Super-block sb of the tile's rows into acc; near: NearPrefetchBytes.
   template <int R, int C>
   [[gnu::always_inline]] static inline void Step(const TileArgs& t, int64_t r0, int64_t c0,
-                                                 int64_t sb, __m512 (&acc)[R][C]) {
+                                                 int64_t sb, int64_t near, __m512 (&acc)[R][C]) {
     const Prep* xp[C];
     for (int c = 0; c < C; ++c) {
       xp[c] = reinterpret_cast<const Prep*>(t.prep + (c0 + c) * t.prep_stride) + sb;
@@ -409,7 +432,7 @@ struct KLaneTiles {
     for (int r = 0; r < R; ++r) {
       const uint8_t* p = t.w + (r0 + r) * t.row_bytes + sb * T::kBlockBytes;
       const char* f = reinterpret_cast<const char*>(p) + kPrefetchTiles * R * t.row_bytes;
-      const char* g = reinterpret_cast<const char*>(p) + kL1PrefetchTiles * R * t.row_bytes;
+      const char* g = reinterpret_cast<const char*>(p) + near;
       // Far towards L2 (T1), not L1: a T0 prefetch from memory holds one of the few L1 fill
       // buffers for the whole DRAM latency, which capped one thread below the read bandwidth
       // (2026-11-27, kairox-bench tg, 1 thread, alternating: Qwen 1.5B 11.3-12.6 → 12.7-12.8
