@@ -389,20 +389,23 @@ struct KLaneTiles {
   static constexpr int64_t kL1LeadBytes = 4096;
   static constexpr int kLine = 64;
 
-  // The near prefetch's distance in bytes from the line being read. Matmul (C > 1) keeps
-  // the tile ahead: it runs a row in chunks of kChunkSb super-blocks, so a lead inside the
-  // row would fetch the next chunk, read only after every other row's chunk.
-  template <int R, int C>
-  static int64_t NearPrefetchBytes(size_t row_bytes) {
+  // The near prefetch's distance in bytes from the line being read, for a call spanning nsb
+  // super-blocks of each row. A call of one chunk (matmul, whatever its tile's columns: it
+  // runs a row kChunkSb super-blocks at a time) keeps the tile ahead, since a lead inside the
+  // row would fetch the next chunk, read only after every other row's chunk; matvec's calls
+  // span whole rows (KLaneEntry::Matvec).
+  template <int R>
+  static int64_t NearPrefetchBytes(size_t row_bytes, int64_t nsb) {
     const int64_t tile = R * static_cast<int64_t>(row_bytes);
-    return C > 1 || tile <= kL1TileMaxBytes ? kL1PrefetchTiles * tile : kL1LeadBytes / R;
+    return nsb <= kChunkSb || tile <= kL1TileMaxBytes ? kL1PrefetchTiles * tile
+                                                      : kL1LeadBytes / R;
   }
 
   template <int R, int C>
   static void Tile(const TileArgs& args, int64_t r0, int64_t c0) {
     const TileArgs t = args;  // a local copy: no reloads through the reference
     const int64_t nsb = t.n / kQK_K;
-    const int64_t near = NearPrefetchBytes<R, C>(t.row_bytes);
+    const int64_t near = NearPrefetchBytes<R>(t.row_bytes, nsb);
     // One chunk (matmul) or many (matvec): each reduced and added at its end, so a row's
     // bits do not depend on how many chunks one call spans.
     for (int64_t s0 = 0; s0 == 0 || s0 < nsb; s0 += kChunkSb) {
